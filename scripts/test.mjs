@@ -1,0 +1,37 @@
+#!/usr/bin/env node
+// Runs every *.test.ts under test/ and src/ with Node's test runner (Node 20 does not expand
+// globs itself). Extra arguments are passed to `node --test` (e.g. --test-name-pattern=foo);
+// arguments ending in .ts replace the file list.
+import { spawnSync } from 'node:child_process';
+import { readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+
+function find(dir) {
+  let out = [];
+  let entries;
+  try {
+    entries = readdirSync(dir);
+  } catch {
+    return out;
+  }
+  for (const e of entries) {
+    if (e === 'node_modules' || e.startsWith('.')) continue;
+    const p = join(dir, e);
+    if (statSync(p).isDirectory()) out = out.concat(find(p));
+    else if (e.endsWith('.test.ts')) out.push(p);
+  }
+  return out;
+}
+
+const args = process.argv.slice(2);
+const explicit = args.filter((a) => a.endsWith('.ts'));
+const flags = args.filter((a) => !a.endsWith('.ts'));
+const files = explicit.length > 0 ? explicit : [...find('src'), ...find('test')].sort();
+if (files.length === 0) {
+  console.error('no test files found');
+  process.exit(1);
+}
+const r = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-reporter=spec', '--test-timeout=60000', ...flags, ...files], {
+  stdio: 'inherit',
+});
+process.exit(r.status ?? 1);

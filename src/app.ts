@@ -1,0 +1,116 @@
+/**
+ * createApp(deps): the Hono app — middleware order, routes, error envelope. No I/O of its own.
+ *
+ * Order: request id + access log → auth (on /v1/*) → route (body read with a size limit → zod
+ * validation → gateway → JSON or SSE). Every error of every route, including unknown routes and
+ * wrong methods, goes through `onError` / `notFound` and leaves as the OpenAI error envelope.
+ */
+import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { Hono, type Context } from 'hono';
+import type { Deps } from './deps.ts';
+import { asGatewayError, errorHeaders, methodNotAllowed, routeNotFound, toOpenAIError } from './errors.ts';
+import { authMiddleware } from './http/auth.ts';
+import { chatHandler } from './http/chat.ts';
+import { completionsHandler } from './http/completions.ts';
+import { embeddingsHandler } from './http/embeddings.ts';
+import { healthHandler, readyHandler } from './http/health.ts';
+import { getModelHandler, listModelsHandler } from './http/models.ts';
+import type { AppEnv, RequestLog } from './http/types.ts';
+
+const REQUEST_ID = /^[A-Za-z0-9._:@\-]{1,128}$/;
+
+function errorResponse(c: Context<AppEnv>, err: unknown, deps: Deps): Response {
+  const e = asGatewayError(err);
+  if (e.status >= 500 && e.code === 'internal_error') {
+    const cause = e.cause instanceof Error ? e.cause : undefined;
+    deps.logger.error('internal error', {
+      request_id: c.get('requestId'),
+      error: cause?.name ?? 'unknown',
+      detail: cause?.message?.slice(0, 500),
+      stack: cause?.stack?.split('\n').slice(0, 6).join(' | '),
+    });
+  }
+  const log = c.get('log') as RequestLog | undefined;
+  if (log) {
+    log.errorCode = e.code ?? e.type;
+    if (e.attempts !== undefined) log.attempts = e.attempts;
+    if (e.backend !== undefined) log.backend ??= e.backend;
+  }
+  for (const [k, v] of Object.entries(errorHeaders(e))) c.header(k, v);
+  c.header('content-type', 'application/json');
+  // 499 is not a status a client ever sees; it only marks our own log line.
+  return c.body(JSON.stringify(toOpenAIError(e)), (e.status === 499 ? 400 : e.status) as 400);
+}
+
+export function createApp(deps: Deps): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+
+  app.use('*', async (c, next) => {
+    const t0 = performance.now();
+    const given = c.req.header('x-request-id');
+    const requestId = given && REQUEST_ID.test(given) ? given : `req_${randomUUID().replaceAll('-', '')}`;
+    c.set('requestId', requestId);
+    const log: RequestLog = { route: 'unmatched' };
+    c.set('log', log);
+    const outgoing = (c.env as AppEnv['Bindings'] | undefined)?.outgoing;
+    const write = (): void => {
+      deps.logger.info('request', {
+        request_id: requestId,
+        method: c.req.method,
+        route: log.route,
+        status: c.res.status,
+        key: log.key,
+        model: log.model,
+        backend: log.backend,
+        upstream_model: log.upstreamModel,
+        attempts: log.attempts,
+        stream: log.stream,
+        prompt_tokens: log.promptTokens,
+        completion_tokens: log.completionTokens,
+        error: log.errorCode ?? undefined,
+        client_closed: outgoing ? !outgoing.writableFinished : undefined,
+        latency_ms: Math.round((performance.now() - t0) * 100) / 100,
+      });
+    };
+    if (outgoing) outgoing.once('close', write);
+    await next();
+    c.res.headers.set('x-request-id', requestId);
+    if (!outgoing) write();
+  });
+
+  const health = healthHandler();
+  const ready = readyHandler(deps);
+  app.get('/health', (c) => ((c.get('log').route = '/health'), health(c)));
+  app.get('/ready', (c) => ((c.get('log').route = '/ready'), ready(c)));
+
+  app.use('/v1/*', authMiddleware(deps.config.keys));
+
+  const routes: Array<[method: 'GET' | 'POST', path: string, handler: (c: Context<AppEnv>) => Response | Promise<Response>]> = [
+    ['POST', '/v1/chat/completions', chatHandler(deps)],
+    ['POST', '/v1/completions', completionsHandler(deps)],
+    ['POST', '/v1/embeddings', embeddingsHandler(deps)],
+    ['GET', '/v1/models', listModelsHandler(deps)],
+    ['GET', '/v1/models/:model{.+}', getModelHandler(deps)],
+  ];
+  for (const [method, path, handler] of routes) {
+    app.on(method, path, (c) => {
+      c.get('log').route = path;
+      return handler(c);
+    });
+    app.all(path, (c) => {
+      c.header('allow', method);
+      throw methodNotAllowed(c.req.method, c.req.path);
+    });
+  }
+  for (const path of ['/health', '/ready']) {
+    app.all(path, (c) => {
+      c.header('allow', 'GET');
+      throw methodNotAllowed(c.req.method, c.req.path);
+    });
+  }
+
+  app.notFound((c) => errorResponse(c, routeNotFound(c.req.method, c.req.path), deps));
+  app.onError((err, c) => errorResponse(c, err, deps));
+  return app;
+}

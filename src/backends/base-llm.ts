@@ -1,0 +1,46 @@
+/**
+ * The BaseLLM contract: everything the gateway can send a request to, remote or local.
+ * Requests and responses are the OpenAI wire shapes; `req.model` is already the backend's own
+ * model name (the router substitutes it for the public name).
+ */
+import type { ChatCompletion, ChatCompletionChunk, ChatRequest } from '../protocol/chat.ts';
+import type { Completion, CompletionRequest } from '../protocol/completions.ts';
+import type { EmbeddingRequest, EmbeddingResponse } from '../protocol/embeddings.ts';
+import type { BackendType } from '../config/schema.ts';
+
+export interface CallContext {
+  /** Aborted when the client goes away, the deadline passes or the gateway gives up on this attempt. */
+  signal: AbortSignal;
+  requestId: string;
+}
+
+export interface Capabilities {
+  chat: boolean;
+  embeddings: boolean;
+  completions: boolean;
+}
+
+export interface BackendHealth {
+  /** Serving requests. */
+  ok: boolean;
+  /** Loaded and able to take traffic (false while a local model loads). */
+  ready: boolean;
+  detail?: string;
+}
+
+export interface BaseLLM {
+  /** Backend name from providers.yaml. */
+  readonly id: string;
+  readonly type: BackendType;
+  readonly capabilities: Capabilities;
+  chat?(req: ChatRequest, ctx: CallContext): Promise<ChatCompletion>;
+  /** Resolves once the upstream accepted the request (headers received); chunks arrive as they come. */
+  chatStream?(req: ChatRequest, ctx: CallContext): Promise<AsyncIterable<ChatCompletionChunk>>;
+  complete?(req: CompletionRequest, ctx: CallContext): Promise<Completion>;
+  completeStream?(req: CompletionRequest, ctx: CallContext): Promise<AsyncIterable<Completion>>;
+  embed?(req: EmbeddingRequest, ctx: CallContext): Promise<EmbeddingResponse>;
+  /** Cheap, never a billable call. */
+  health?(ctx: CallContext): Promise<BackendHealth>;
+  /** Releases pooled connections and timers. */
+  close?(): Promise<void>;
+}

@@ -1,0 +1,420 @@
+/**
+ * Loads providers.yaml: YAML → `${VAR}` interpolation → strict zod schema → cross-references →
+ * PORT/HOST overrides. Every problem is collected and reported at once, one line each, naming its
+ * path, in file order; secret values are never part of a message.
+ */
+import { readFileSync } from 'node:fs';
+import { isScalar, LineCounter, parseDocument, visit } from 'yaml';
+import { z } from 'zod';
+import { interpolate, joinPath } from './interpolate.ts';
+import {
+  configSchema,
+  PLANNED_BACKEND_TYPES,
+  PLANNED_POLICIES,
+  POLICIES,
+  SUPPORTED_BACKEND_TYPES,
+  type Config,
+} from './schema.ts';
+
+export class ConfigError extends Error {
+  readonly problems: string[];
+  constructor(problems: string[]) {
+    super(problems.join('\n'));
+    this.name = 'ConfigError';
+    this.problems = problems;
+  }
+}
+
+export interface LoadedConfig {
+  config: Config;
+  /** Where it came from, as the user named it. */
+  source: string;
+  /** Non-fatal findings to print at start-up. */
+  warnings: string[];
+  /** Backends whose api_key came out empty: they answer a clear error instead of calling out. */
+  unconfiguredBackends: Set<string>;
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+type Segs = ReadonlyArray<PropertyKey>;
+
+/** `--config FILE` beats `SWITCHYARD_CONFIG` beats `./providers.yaml`. */
+export function configPathFrom(argv: readonly string[], env: Env): string {
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '--config' || a === '-c') {
+      const next = argv[i + 1];
+      if (next === undefined || next === '') throw new ConfigError(['--config needs a file name']);
+      return next;
+    }
+    if (a?.startsWith('--config=')) {
+      const file = a.slice('--config='.length);
+      if (file === '') throw new ConfigError(['--config needs a file name']);
+      return file;
+    }
+  }
+  return env.SWITCHYARD_CONFIG || 'providers.yaml';
+}
+
+export function loadConfigFile(path: string, env: Env = process.env): LoadedConfig {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'file not found' : code === 'EACCES' ? 'permission denied' : code === 'EISDIR' ? 'is a directory' : 'cannot be read';
+    throw new ConfigError([`${path}: ${why}`]);
+  }
+  return parseConfig(text, path, env);
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+function valueAt(root: unknown, segs: Segs): unknown {
+  let v = root;
+  for (const s of segs) v = isRecord(v) || Array.isArray(v) ? (v as Record<PropertyKey, unknown>)[s] : undefined;
+  return v;
+}
+
+/** What the user wrote, by kind only: a value may be a secret. */
+function kindOf(v: unknown): string {
+  if (v === null) return 'nothing';
+  if (Array.isArray(v)) return 'a list';
+  if (typeof v === 'string') return 'text';
+  if (typeof v === 'number') return 'a number';
+  if (typeof v === 'boolean') return 'true/false';
+  return 'a mapping';
+}
+
+const EXPECTED: Record<string, string> = {
+  number: 'a number',
+  int: 'a whole number',
+  string: 'text',
+  boolean: 'true or false',
+  object: 'a mapping',
+  record: 'a mapping',
+  array: 'a list',
+};
+
+/** The field names the schema allows at `segs` (where an object is expected), for "did you mean". */
+function fieldsAt(segs: Segs, tree: unknown): string[] {
+  let s: z.core.$ZodType | undefined = configSchema;
+  let v = tree;
+  const unwrap = (): void => {
+    for (;;) {
+      if (s instanceof z.ZodDefault || s instanceof z.ZodOptional) s = s.unwrap();
+      else if (s instanceof z.ZodPipe) s = s.in;
+      else if (s instanceof z.ZodDiscriminatedUnion) {
+        const disc = s.def.discriminator;
+        const want = isRecord(v) ? v[disc] : undefined;
+        s = s.options.find((o) => o instanceof z.ZodObject && o.shape[disc] instanceof z.ZodLiteral && o.shape[disc].values.has(want as never));
+      } else return;
+    }
+  };
+  for (const seg of segs) {
+    unwrap();
+    if (s instanceof z.ZodObject) s = typeof seg === 'string' ? s.shape[seg] : undefined;
+    else if (s instanceof z.ZodRecord) s = s.valueType;
+    else if (s instanceof z.ZodArray) s = s.element;
+    else return [];
+    v = valueAt(v, [seg]);
+  }
+  unwrap();
+  return s instanceof z.ZodObject ? Object.keys(s.shape) : [];
+}
+
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= b.length; j++) {
+      cur[j] = Math.min((prev[j] ?? 0) + 1, (cur[j - 1] ?? 0) + 1, (prev[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    prev = cur;
+  }
+  return prev[b.length] ?? 0;
+}
+
+function unknownField(field: string, allowed: readonly string[]): string {
+  const f = field.toLowerCase();
+  const close = allowed
+    .map((c) => ({ c, d: editDistance(f, c) }))
+    .filter(({ c, d }) => d <= 2 || (f.length >= 3 && (c.startsWith(f) || f.startsWith(c))))
+    .sort((x, y) => x.d - y.d)[0];
+  if (close) return `unknown field (did you mean "${close.c}"?)`;
+  return allowed.length > 0 ? `unknown field (known: ${allowed.join(', ')})` : 'unknown field';
+}
+
+/** One zod issue → the problems to report, as [path segments, message]. */
+function fromZod(issue: z.core.$ZodIssue, tree: unknown): Array<[Segs, string]> {
+  const segs = issue.path;
+  const value = valueAt(tree, segs);
+  const plain = issue.message.replace(/^Invalid input: /, '');
+  switch (issue.code) {
+    case 'unrecognized_keys': {
+      const allowed = fieldsAt(segs, tree);
+      return issue.keys.map((k) => [[...segs, k], unknownField(k, allowed)]);
+    }
+    case 'invalid_type': {
+      const want = EXPECTED[issue.expected] ?? issue.expected;
+      if (value === undefined) return [[segs, 'is required']];
+      if (value === null) return [[segs, `is empty (expected ${want})`]];
+      if (issue.expected === 'int' && typeof value === 'number') return [[segs, 'must be a whole number']];
+      return [[segs, `must be ${want}, not ${kindOf(value)}`]];
+    }
+    case 'too_small':
+    case 'too_big': {
+      if (!/^Too (small|big):/.test(issue.message)) return [[segs, issue.message]]; // a message written in the schema
+      const n = Number(issue.code === 'too_small' ? issue.minimum : issue.maximum);
+      const most = issue.code === 'too_big';
+      if (issue.origin === 'string' || issue.origin === 'array') {
+        if (!most && n === 1) return [[segs, 'must not be empty']];
+        const unit = issue.origin === 'string' ? 'characters' : 'entries';
+        return [[segs, `must have at ${most ? 'most' : 'least'} ${n} ${unit}`]];
+      }
+      const rel = issue.inclusive ? `at ${most ? 'most' : 'least'}` : most ? 'less than' : 'more than';
+      return [[segs, `must be ${rel} ${n}`]];
+    }
+    case 'invalid_union': {
+      const disc = 'discriminator' in issue && typeof issue.discriminator === 'string' ? issue.discriminator : undefined;
+      const options = 'options' in issue && Array.isArray(issue.options) ? issue.options.join(', ') : undefined;
+      if (disc === undefined || options === undefined) return [[segs, plain]];
+      if (value === undefined) return [[segs, `is required (one of: ${options})`]];
+      if (typeof value === 'string') return [[segs, `unknown ${disc} "${value}" (known: ${options})`]];
+      return [[segs, `must be one of: ${options}`]];
+    }
+    case 'invalid_value': {
+      const options = issue.values.map(String).join(', ');
+      return [[segs, typeof value === 'string' ? `"${value}" is not one of ${options}` : `must be one of ${options}`]];
+    }
+    case 'invalid_key': {
+      const why = issue.issues[0]?.message ?? 'is not allowed';
+      return [[segs.slice(0, -1), `name "${String(segs.at(-1))}" ${why.replace(/^Invalid input: /, '')}`]];
+    }
+    default:
+      return [[segs, plain]];
+  }
+}
+
+function pathOf(segs: Segs): string {
+  let p = '';
+  for (const s of segs) p = joinPath(p, typeof s === 'number' ? s : String(s));
+  return p;
+}
+
+/** Where `path` sits in the file, as sibling indexes from the root; for sorting problems in file order. */
+function positionOf(path: string, root: unknown): number[] {
+  const out: number[] = [];
+  let node = root;
+  let rest = path;
+  while (rest !== '') {
+    if (Array.isArray(node)) {
+      const m = /^\[(\d+)\]/.exec(rest);
+      if (!m) break;
+      out.push(Number(m[1]));
+      node = node[Number(m[1])];
+      rest = rest.slice(m[0].length);
+    } else if (isRecord(node)) {
+      const keys = Object.keys(node);
+      let best = -1;
+      keys.forEach((k, i) => {
+        if ((rest === k || rest.startsWith(`${k}.`) || rest.startsWith(`${k}[`)) && k.length > (keys[best]?.length ?? -1)) best = i;
+      });
+      const key = keys[best];
+      if (key === undefined) break;
+      out.push(best);
+      node = node[key];
+      rest = rest.slice(key.length);
+    } else break;
+    if (rest.startsWith('.')) rest = rest.slice(1);
+  }
+  return out;
+}
+
+function compareSeq(a: readonly number[], b: readonly number[]): number {
+  for (let i = 0; i < Math.min(a.length, b.length); i++) if (a[i] !== b[i]) return (a[i] ?? 0) - (b[i] ?? 0);
+  return a.length - b.length;
+}
+
+/** The parsed YAML, or its syntax problems, each with line:col. */
+function yamlProblems(text: string, source: string): { problems: string[] } | { raw: unknown } {
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: false, lineCounter });
+  const at = (offset: number): string => {
+    const { line, col } = lineCounter.linePos(offset);
+    return `${source}:${line}:${col}`;
+  };
+  const problems = doc.errors.map((e) => {
+    let msg = e.message.split('\n')[0] ?? 'invalid YAML';
+    if (e.code === 'DUPLICATE_KEY') {
+      let key: string | undefined;
+      visit(doc, {
+        Pair(_, pair) {
+          if (isScalar(pair.key) && pair.key.range?.[0] === e.pos[0]) {
+            key = String(pair.key.value);
+            return visit.BREAK;
+          }
+          return undefined;
+        },
+      });
+      msg = key === undefined ? 'duplicate key' : `duplicate key "${key}"`;
+    } else if (e.code === 'MULTIPLE_DOCS') {
+      msg = 'more than one YAML document ("---"): the config must be a single document';
+    }
+    return `${at(e.pos[0])}: ${msg}`;
+  });
+  visit(doc, {
+    Alias(_, alias) {
+      if (alias.resolve(doc) === undefined) problems.push(`${at(alias.range?.[0] ?? 0)}: alias "*${alias.source}" has no anchor "&${alias.source}" before it`);
+    },
+  });
+  if (problems.length > 0) return { problems };
+  try {
+    return { raw: doc.toJS() };
+  } catch (err) {
+    return { problems: [`${source}: ${err instanceof Error ? err.message : String(err)}`] };
+  }
+}
+
+export function parseConfig(text: string, source: string, env: Env = process.env): LoadedConfig {
+  const yaml = yamlProblems(text, source);
+  if ('problems' in yaml) throw new ConfigError(yaml.problems);
+  const raw = yaml.raw;
+  if (raw === null || raw === undefined) throw new ConfigError([`${source}: is empty; it needs at least "backends" and "models"`]);
+  if (!isRecord(raw)) {
+    throw new ConfigError([`${source}: must be a mapping with at least "backends" and "models", not ${kindOf(raw)}`]);
+  }
+
+  const found: Array<{ path: string; msg: string; env?: boolean }> = [];
+  const interp = interpolate(raw, env);
+  const interpPaths = new Set(interp.problems.map((p) => p.path));
+  const at = (path: string, msg: string): void => {
+    // A value whose variable is missing was already reported; what it turned into is noise.
+    if (interpPaths.has(path)) return;
+    found.push({ path, msg });
+  };
+  for (const p of interp.problems) found.push({ path: p.path, msg: p.message });
+
+  // Name unimplemented and unknown backend types plainly, before the schema's generic message.
+  const tree = interp.value as Record<string, unknown>;
+  const backendsRaw = tree.backends;
+  const removed = new Set<string>();
+  const backendNames = isRecord(backendsRaw) ? Object.keys(backendsRaw) : [];
+  if (isRecord(backendsRaw)) {
+    for (const [bname, b] of Object.entries(backendsRaw)) {
+      const type = isRecord(b) ? b.type : undefined;
+      if (type === undefined) continue; // the schema reports the missing field
+      const path = joinPath(joinPath('backends', bname), 'type');
+      if ((PLANNED_BACKEND_TYPES as readonly unknown[]).includes(type)) {
+        at(path, `backend type "${String(type)}" is not supported by this version yet (supported: ${SUPPORTED_BACKEND_TYPES.join(', ')})`);
+      } else if (!(SUPPORTED_BACKEND_TYPES as readonly unknown[]).includes(type)) {
+        at(path, `unknown backend type "${String(type)}" (known: ${SUPPORTED_BACKEND_TYPES.join(', ')})`);
+      } else continue;
+      removed.add(bname);
+      delete backendsRaw[bname];
+    }
+  }
+
+  const parsed = configSchema.safeParse(tree);
+  if (!parsed.success) {
+    for (const issue of parsed.error.issues) {
+      for (const [segs, msg] of fromZod(issue, tree)) {
+        const path = pathOf(segs);
+        at(path, interp.emptyPaths.has(path) ? `${msg} (it is empty because its variable is unset)` : msg);
+      }
+    }
+  }
+
+  // Cross-references and rules the schema cannot express, checked on the raw tree so that they are
+  // reported together with the schema's problems.
+  const known = backendNames.length > 0 ? backendNames.join(', ') : 'none defined';
+  if (isRecord(tree.models)) {
+    for (const [mname, m] of Object.entries(tree.models)) {
+      if (!isRecord(m)) continue;
+      const mpath = joinPath('models', mname);
+      const policy = m.policy;
+      if (typeof policy === 'string' && !(POLICIES as readonly string[]).includes(policy)) {
+        at(
+          joinPath(mpath, 'policy'),
+          (PLANNED_POLICIES as readonly string[]).includes(policy)
+            ? `policy "${policy}" is not supported by this version yet (supported: ${POLICIES.join(', ')})`
+            : `unknown policy "${policy}" (known: ${POLICIES.join(', ')})`,
+        );
+      }
+      if (!Array.isArray(m.targets) || !isRecord(backendsRaw)) continue;
+      m.targets.forEach((t: unknown, i) => {
+        const b = isRecord(t) ? t.backend : undefined;
+        if (typeof b === 'string' && b !== '' && !backendNames.includes(b)) {
+          at(joinPath(joinPath(joinPath(mpath, 'targets'), i), 'backend'), `unknown backend "${b}" (known: ${known})`);
+        }
+      });
+    }
+  }
+  if (Array.isArray(tree.keys)) {
+    if (tree.keys.length === 0) at('keys', 'is empty: remove it to run without auth, or add at least one key');
+    const seenNames = new Set<string>();
+    const seenKeys = new Set<string>();
+    tree.keys.forEach((k: unknown, i) => {
+      if (!isRecord(k)) return;
+      if (typeof k.name === 'string') {
+        if (seenNames.has(k.name)) at(`keys[${i}].name`, `duplicate key name "${k.name}"`);
+        seenNames.add(k.name);
+      }
+      const key = typeof k.key === 'string' || typeof k.key === 'number' ? String(k.key) : '';
+      if (key !== '') {
+        if (seenKeys.has(key)) at(`keys[${i}].key`, 'the same key value is used by an earlier entry');
+        seenKeys.add(key);
+      }
+    });
+  }
+
+  // Environment overrides.
+  const envProblem = (msg: string): void => void found.push({ path: '', msg, env: true });
+  const envPort = env.PORT !== undefined && env.PORT !== '' ? env.PORT : undefined;
+  if (envPort !== undefined && (!/^\d{1,5}$/.test(envPort) || Number(envPort) > 65535)) {
+    envProblem(`PORT: "${envPort}" is not a port number (0-65535)`);
+  }
+  const lv = env.LOG_LEVEL || undefined;
+  if (lv !== undefined && lv !== 'debug' && lv !== 'info' && lv !== 'warn' && lv !== 'error' && lv !== 'silent') {
+    envProblem(`LOG_LEVEL: "${lv}" is not one of debug, info, warn, error, silent`);
+  }
+
+  if (found.length > 0 || !parsed.success) {
+    const order = found.map((f, i) => ({ f, i, pos: f.env ? [Infinity] : positionOf(f.path, raw) }));
+    order.sort((a, b) => compareSeq(a.pos, b.pos) || a.i - b.i);
+    throw new ConfigError(order.map(({ f }) => (f.env ? f.msg : f.path === '' ? `${source}: ${f.msg}` : `${source}: ${f.path}: ${f.msg}`)));
+  }
+  const config = parsed.data;
+  if (envPort !== undefined) config.server.port = Number(envPort);
+  if (env.HOST !== undefined && env.HOST !== '') config.server.host = env.HOST;
+  if (lv === 'debug' || lv === 'info' || lv === 'warn' || lv === 'error' || lv === 'silent') config.logging.level = lv;
+
+  const warnings: string[] = [];
+  const unconfiguredBackends = new Set<string>();
+  for (const [bname, b] of Object.entries(config.backends)) {
+    if (b.type === 'openai' && b.api_key === '') {
+      unconfiguredBackends.add(bname);
+      const users = Object.entries(config.models)
+        .filter(([, m]) => m.targets.some((t) => t.backend === bname))
+        .map(([n]) => n);
+      const why = interp.emptyPaths.has(joinPath(joinPath('backends', bname), 'api_key')) ? 'its variable is unset' : 'it is empty';
+      warnings.push(
+        `backend "${bname}" has no api_key (${why}); ${users.length > 0 ? `models ${users.map((u) => `"${u}"`).join(', ')} skip it and answer an error if nothing else serves them` : 'no model uses it'}`,
+      );
+    }
+  }
+  if (!config.keys && !isLoopback(config.server.host)) {
+    warnings.push(`no "keys" configured and the gateway listens on ${config.server.host}: anyone who can reach it can use it`);
+  }
+  for (const k of config.keys ?? []) {
+    if (k.limits) warnings.push(`keys: limits of "${k.name}" are not enforced by this version yet`);
+  }
+  if (config.cache.enabled) warnings.push('cache: the response cache is not implemented by this version yet; requests are not cached');
+  if (config.state.store === 'redis') warnings.push('state: the redis store is not used by this version yet; state is in memory');
+
+  return { config, source, warnings, unconfiguredBackends };
+}
+
+export function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || host.startsWith('127.');
+}

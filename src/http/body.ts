@@ -1,0 +1,77 @@
+/**
+ * Reads a JSON request body with a hard size limit. The limit is checked against
+ * `content-length` before reading and against the bytes actually received while reading, so a
+ * client that lies about the length or streams without one cannot make the gateway buffer more.
+ */
+import type { IncomingMessage } from 'node:http';
+import type { Context } from 'hono';
+import { invalidRequest, payloadTooLarge } from '../errors.ts';
+import type { AppEnv } from './types.ts';
+
+function readIncoming(incoming: IncomingMessage, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const cleanup = (): void => {
+      incoming.off('data', onData);
+      incoming.off('end', onEnd);
+      incoming.off('error', onError);
+      incoming.off('aborted', onAborted);
+    };
+    const onData = (chunk: Buffer): void => {
+      size += chunk.length;
+      if (size > limit) {
+        cleanup();
+        incoming.pause();
+        reject(payloadTooLarge(limit));
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = (): void => {
+      cleanup();
+      resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size));
+    };
+    const onError = (err: Error): void => {
+      cleanup();
+      reject(invalidRequest(`The request body could not be read: ${err.message}`));
+    };
+    const onAborted = (): void => {
+      cleanup();
+      reject(invalidRequest('The client aborted while sending the request body.'));
+    };
+    incoming.on('data', onData);
+    incoming.on('end', onEnd);
+    incoming.on('error', onError);
+    incoming.on('aborted', onAborted);
+  });
+}
+
+export async function readJsonBody(c: Context<AppEnv>, limit: number): Promise<unknown> {
+  const declared = c.req.header('content-length');
+  if (declared !== undefined && Number(declared) > limit) {
+    c.header('connection', 'close');
+    throw payloadTooLarge(limit);
+  }
+  let buf: Buffer;
+  const incoming = (c.env as AppEnv['Bindings'] | undefined)?.incoming;
+  try {
+    if (incoming && !incoming.readableEnded) {
+      buf = await readIncoming(incoming, limit);
+    } else {
+      const ab = await c.req.arrayBuffer();
+      if (ab.byteLength > limit) throw payloadTooLarge(limit);
+      buf = Buffer.from(ab);
+    }
+  } catch (err) {
+    c.header('connection', 'close');
+    throw err;
+  }
+  if (buf.length === 0) throw invalidRequest('The request body is empty; expected a JSON object.');
+  try {
+    return JSON.parse(buf.toString('utf8'));
+  } catch (err) {
+    const detail = err instanceof SyntaxError ? err.message.slice(0, 200) : 'invalid JSON';
+    throw invalidRequest(`We could not parse the JSON body of your request (${detail}). Send a valid JSON object with 'Content-Type: application/json'.`);
+  }
+}

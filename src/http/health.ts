@@ -1,0 +1,25 @@
+import type { Context } from 'hono';
+import { GatewayError } from '../errors.ts';
+import type { Deps } from '../deps.ts';
+import { json } from './respond.ts';
+import type { AppEnv } from './types.ts';
+
+/** Liveness: the process serves HTTP. */
+export function healthHandler() {
+  return (c: Context<AppEnv>): Response => json(c, 200, { status: 'ok' });
+}
+
+/** Readiness: 503 while starting, while a local model loads, and once draining for shutdown. */
+export function readyHandler(deps: Deps) {
+  return (c: Context<AppEnv>): Response => {
+    if (deps.lifecycle.draining) {
+      c.header('retry-after', '5');
+      throw new GatewayError('The gateway is shutting down.', { status: 503, type: 'service_unavailable_error', code: 'draining' });
+    }
+    if (!deps.lifecycle.ready) {
+      c.header('retry-after', '1');
+      throw new GatewayError('The gateway is starting.', { status: 503, type: 'service_unavailable_error', code: 'not_ready' });
+    }
+    return json(c, 200, { status: 'ready' });
+  };
+}

@@ -1,0 +1,127 @@
+/**
+ * Composition root: load config → build deps → serve. SIGTERM/SIGINT drain: /ready turns 503,
+ * the listener closes, in-flight requests and streams get `server.shutdown_grace_ms` to finish.
+ */
+import type { AddressInfo } from 'node:net';
+import { serve } from '@hono/node-server';
+import type { Server } from 'node:http';
+import { pathToFileURL } from 'node:url';
+import { createApp } from './app.ts';
+import { BackendRegistry } from './backends/registry.ts';
+import { ConfigError, configPathFrom, isLoopback, loadConfigFile, type LoadedConfig } from './config/load.ts';
+import type { Deps } from './deps.ts';
+import { Gateway } from './gateway.ts';
+import { Router } from './router/router.ts';
+import { createLogger, type Logger } from './telemetry/logger.ts';
+
+export interface RunningServer {
+  deps: Deps;
+  server: Server;
+  port: number;
+  host: string;
+  url: string;
+  /** Drains (up to the grace period) and closes; resolves when everything is released. */
+  close(graceMs?: number): Promise<void>;
+}
+
+export function buildDeps(loaded: LoadedConfig, logger?: Logger): Deps {
+  const { config } = loaded;
+  const log = logger ?? createLogger(config.logging.level);
+  const registry = new BackendRegistry(config, loaded.unconfiguredBackends);
+  const router = new Router(config, registry);
+  return {
+    config,
+    registry,
+    gateway: new Gateway(router),
+    logger: log,
+    startedAt: Date.now(),
+    lifecycle: { ready: false, draining: false },
+  };
+}
+
+export async function startServer(loaded: LoadedConfig, opts: { logger?: Logger; port?: number; host?: string } = {}): Promise<RunningServer> {
+  const deps = buildDeps(loaded, opts.logger);
+  const app = createApp(deps);
+  const host = opts.host ?? deps.config.server.host;
+  const port = opts.port ?? deps.config.server.port;
+  const server = await new Promise<Server>((resolve, reject) => {
+    const s = serve({ fetch: app.fetch, port, hostname: host }, () => resolve(s as Server)) as Server;
+    s.once('error', reject);
+  });
+  // Slow or stalled clients cannot hold a socket forever while sending headers or a body.
+  server.headersTimeout = 30_000;
+  server.requestTimeout = 120_000;
+  server.keepAliveTimeout = 65_000;
+  const addr = server.address() as AddressInfo;
+  deps.lifecycle.ready = true;
+  const urlHost = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
+
+  let closing: Promise<void> | undefined;
+  const close = (graceMs = deps.config.server.shutdown_grace_ms): Promise<void> => {
+    closing ??= (async () => {
+      deps.lifecycle.draining = true;
+      const closed = new Promise<void>((r) => server.close(() => r()));
+      server.closeIdleConnections();
+      const timer = setTimeout(() => server.closeAllConnections(), graceMs);
+      await closed;
+      clearTimeout(timer);
+      await deps.registry.close();
+    })();
+    return closing;
+  };
+  return { deps, server, port: addr.port, host: addr.address, url: `http://${urlHost}:${addr.port}`, close };
+}
+
+async function main(): Promise<void> {
+  let loaded: LoadedConfig;
+  try {
+    loaded = loadConfigFile(configPathFrom(process.argv.slice(2), process.env));
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`switchyard: configuration is invalid:\n${err.problems.map((p) => `  ${p}`).join('\n')}\n`);
+      process.exit(1);
+    }
+    throw err;
+  }
+  const logger = createLogger(loaded.config.logging.level);
+  for (const w of loaded.warnings) logger.warn(w, { source: loaded.source });
+  let running: RunningServer;
+  try {
+    running = await startServer(loaded, { logger });
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    process.stderr.write(`switchyard: cannot listen on ${loaded.config.server.host}:${loaded.config.server.port}: ${e.code ?? e.message}\n`);
+    process.exit(1);
+  }
+  logger.info('listening', {
+    url: running.url,
+    config: loaded.source,
+    models: Object.keys(loaded.config.models).join(','),
+    backends: Object.keys(loaded.config.backends).join(','),
+    auth: loaded.config.keys ? 'keys' : 'none',
+  });
+  if (!loaded.config.keys && !isLoopback(running.host)) {
+    logger.warn('listening beyond loopback without keys: anyone who can reach this port can use the gateway');
+  }
+  let stopping = false;
+  const stop = (signal: string): void => {
+    if (stopping) {
+      logger.warn('second signal: exiting now', { signal });
+      process.exit(1);
+    }
+    stopping = true;
+    logger.info('draining', { signal, grace_ms: loaded.config.server.shutdown_grace_ms });
+    running.close().then(
+      () => {
+        logger.info('stopped');
+        process.exit(0);
+      },
+      () => process.exit(1),
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}
+
+const isMain = process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href;
+if (isMain) void main();

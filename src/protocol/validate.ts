@@ -1,0 +1,66 @@
+import type { z } from 'zod';
+import { invalidRequest, type GatewayError } from '../errors.ts';
+
+type Issue = z.core.$ZodIssue;
+
+/** `['messages', 0, 'content']` → `messages[0].content`, the way OpenAI names a `param`. */
+export function paramPath(path: ReadonlyArray<PropertyKey>): string {
+  let out = '';
+  for (const seg of path) {
+    if (typeof seg === 'number') out += `[${seg}]`;
+    else out += out === '' ? String(seg) : `.${String(seg)}`;
+  }
+  return out;
+}
+
+function describe(issue: Issue): string {
+  switch (issue.code) {
+    case 'invalid_union': {
+      if ('note' in issue && issue.note === 'No matching discriminator') return issue.message;
+      const expected = new Set<string>();
+      for (const branch of issue.errors) {
+        for (const sub of branch) if (sub.code === 'invalid_type' && sub.path.length === 0) expected.add(sub.expected);
+      }
+      if (expected.size > 0) return `expected ${[...expected].join(' or ')}`;
+      // Report the deepest branch error: it is the one the client most likely meant.
+      const best = issue.errors.flat().sort((a, b) => b.path.length - a.path.length)[0];
+      return best ? describe(best) : 'invalid value';
+    }
+    case 'invalid_type':
+      return issue.message.replace(/^Invalid input: /, '');
+    case 'unrecognized_keys':
+      return `unrecognized field(s): ${issue.keys.join(', ')}`;
+    default:
+      return issue.message.replace(/^Invalid input: /, '');
+  }
+}
+
+function fullPath(issue: Issue): ReadonlyArray<PropertyKey> {
+  if (issue.code === 'invalid_union' && !('note' in issue && issue.note)) {
+    const hasTypeOnly = issue.errors.every((b) => b.every((s) => s.path.length === 0));
+    if (!hasTypeOnly) {
+      const best = issue.errors.flat().sort((a, b) => b.path.length - a.path.length)[0];
+      if (best) return [...issue.path, ...fullPath(best)];
+    }
+  }
+  return issue.path;
+}
+
+/** Parses `body` with `schema`, or throws one 400 naming the first offending parameter. */
+export function parseRequest<S extends z.ZodType>(schema: S, body: unknown): z.infer<S> {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw invalidRequest('The request body must be a JSON object.');
+  }
+  const r = schema.safeParse(body);
+  if (r.success) return r.data;
+  throw issuesToError(r.error.issues);
+}
+
+export function issuesToError(issues: ReadonlyArray<Issue>): GatewayError {
+  const first = issues[0];
+  if (!first) return invalidRequest('Invalid request body.');
+  const param = paramPath(fullPath(first));
+  const more = issues.length > 1 ? ` (and ${issues.length - 1} more problem${issues.length > 2 ? 's' : ''})` : '';
+  const msg = param === '' ? `Invalid request body: ${describe(first)}${more}` : `Invalid value for '${param}': ${describe(first)}${more}`;
+  return invalidRequest(msg, param === '' ? null : param);
+}
