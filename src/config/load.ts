@@ -228,6 +228,7 @@ function positionOf(path: string, root: unknown): number[] {
     } else break;
     if (rest.startsWith('.')) rest = rest.slice(1);
   }
+  if (rest !== '') out.push(Infinity); // a missing field: after what is there
   return out;
 }
 
