@@ -60,28 +60,29 @@ export class OpenAICompatibleBackend implements BaseLLM {
   }
 
   async chat(req: ChatRequest, ctx: CallContext): Promise<ChatCompletion> {
-    const body = { ...req, stream: false } as unknown as ChatCompletionCreateParamsNonStreaming;
-    const res = await this.call(() => this.client.chat.completions.create(body, { signal: ctx.signal }));
+    // Only called for non-streaming requests: send the body as it came (no `stream: false` added).
+    const body = req as unknown as ChatCompletionCreateParamsNonStreaming;
+    const res = await this.call(() => this.client.chat.completions.create(body, this.opts(ctx)));
     if (!res || typeof res !== 'object' || !Array.isArray(res.choices)) throw upstreamMalformed(this.id, 'no "choices" array');
     return res;
   }
 
   async chatStream(req: ChatRequest, ctx: CallContext): Promise<AsyncIterable<ChatCompletionChunk>> {
     const body = { ...req, stream: true } as unknown as ChatCompletionCreateParamsStreaming;
-    const stream = await this.call(() => this.client.chat.completions.create(body, { signal: ctx.signal }));
+    const stream = await this.call(() => this.client.chat.completions.create(body, this.opts(ctx)));
     return this.mapStream(stream);
   }
 
   async complete(req: CompletionRequest, ctx: CallContext): Promise<Completion> {
-    const body = { ...req, stream: false } as unknown as CompletionCreateParamsNonStreaming;
-    const res = await this.call(() => this.client.completions.create(body, { signal: ctx.signal }));
+    const body = req as unknown as CompletionCreateParamsNonStreaming;
+    const res = await this.call(() => this.client.completions.create(body, this.opts(ctx)));
     if (!res || typeof res !== 'object' || !Array.isArray(res.choices)) throw upstreamMalformed(this.id, 'no "choices" array');
     return res;
   }
 
   async completeStream(req: CompletionRequest, ctx: CallContext): Promise<AsyncIterable<Completion>> {
     const body = { ...req, stream: true } as unknown as CompletionCreateParamsStreaming;
-    const stream = await this.call(() => this.client.completions.create(body, { signal: ctx.signal }));
+    const stream = await this.call(() => this.client.completions.create(body, this.opts(ctx)));
     return this.mapStream(stream);
   }
 
@@ -89,13 +90,13 @@ export class OpenAICompatibleBackend implements BaseLLM {
     // Ask upstream for what the client wants; with an explicit format the SDK returns the bytes
     // as they came, and the HTTP layer converts whatever arrived (some vendors ignore base64).
     const body = { ...req, encoding_format: req.encoding_format ?? 'float' } as unknown as EmbeddingCreateParams;
-    const res: unknown = await this.call(() => this.client.embeddings.create(body, { signal: ctx.signal }));
+    const res: unknown = await this.call(() => this.client.embeddings.create(body, this.opts(ctx)));
     return this.checkEmbeddings(res);
   }
 
   async health(ctx: CallContext): Promise<BackendHealth> {
     try {
-      await this.call(() => this.client.models.list({ signal: ctx.signal }));
+      await this.call(() => this.client.models.list(this.opts(ctx)));
       return { ok: true, ready: true };
     } catch (err) {
       return { ok: false, ready: false, detail: err instanceof Error ? err.message : 'unreachable' };
@@ -104,6 +105,11 @@ export class OpenAICompatibleBackend implements BaseLLM {
 
   async close(): Promise<void> {
     await this.dispatcher.close();
+  }
+
+  /** Per-request options: the attempt's abort signal, and the request id so upstream logs correlate. */
+  private opts(ctx: CallContext): { signal: AbortSignal; headers: Record<string, string> } {
+    return { signal: ctx.signal, headers: { 'x-request-id': ctx.requestId } };
   }
 
   private checkEmbeddings(res: unknown): EmbeddingResponse {

@@ -21,13 +21,17 @@ export function joinPath(base: string, seg: string | number): string {
   return base === '' ? seg : `${base}.${seg}`;
 }
 
-/** Says what is wrong with a `${…}` that is not `${NAME}` or `${NAME:-default}`, echoing at most a name. */
+/**
+ * Says what is wrong with a `${…}` that is not `${NAME}` or `${NAME:-default}`. It echoes a variable
+ * name only where the text is plainly one (`${NAME` unclosed, `${NAME:…}`), never a default or other
+ * text, which may be a secret pasted in by mistake.
+ */
 function malformed(match: string, inner: string): string {
   const usage = '(use ${NAME} or ${NAME:-default}; write $${ for a literal "${")';
   const name = /^[A-Za-z_][A-Za-z0-9_]*/.exec(inner)?.[0];
-  if (!match.endsWith('}')) return `"\${${name ?? ''}" is not closed by "}" ${usage}`;
+  if (!match.endsWith('}')) return `"\${${name === inner ? inner : ''}" is not closed by "}" ${usage}`;
   if (inner.trim() === '') return `empty variable reference "\${}" ${usage}`;
-  if (name !== undefined && name.length < inner.length) return `malformed variable reference "\${${name}…}" ${usage}`;
+  if (name !== undefined && inner[name.length] === ':') return `malformed variable reference "\${${name}:…}" ${usage}`;
   return `malformed variable reference: a variable name is letters, digits and _, not starting with a digit ${usage}`;
 }
 

@@ -299,7 +299,6 @@ export function parseConfig(text: string, source: string, env: Env = process.env
   // Name unimplemented and unknown backend types plainly, before the schema's generic message.
   const tree = interp.value as Record<string, unknown>;
   const backendsRaw = tree.backends;
-  const removed = new Set<string>();
   const backendNames = isRecord(backendsRaw) ? Object.keys(backendsRaw) : [];
   if (isRecord(backendsRaw)) {
     for (const [bname, b] of Object.entries(backendsRaw)) {
@@ -311,8 +310,7 @@ export function parseConfig(text: string, source: string, env: Env = process.env
       } else if (!(SUPPORTED_BACKEND_TYPES as readonly unknown[]).includes(type)) {
         at(path, `unknown backend type "${String(type)}" (known: ${SUPPORTED_BACKEND_TYPES.join(', ')})`);
       } else continue;
-      removed.add(bname);
-      delete backendsRaw[bname];
+      delete backendsRaw[bname]; // reported; the schema would only repeat it less clearly
     }
   }
 
