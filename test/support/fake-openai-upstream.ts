@@ -141,6 +141,8 @@ const MODEL_IDS: ReadonlyArray<{ id: string; created: number; owned_by: string }
 ];
 
 const SYSTEM_FINGERPRINT = 'fp_fake0000';
+/** pause between the last write and the socket destroy of `dropAfter` */
+const DROP_GRACE_MS = 25;
 
 function isRecord(v: unknown): v is Json {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -719,7 +721,11 @@ class FakeUpstreamImpl implements FakeUpstream {
       const cutHere = (limit: number | undefined): boolean =>
         limit !== undefined && ev.phase !== 'pre' && (ev.phase === 'post' || contentSent >= limit);
       if (cutHere(dropAfter)) {
+        // Let what was written reach the client and be consumed first: a fetch body stream that
+        // errors discards chunks still queued, which would make the cut point non-deterministic.
         ctx.markServerDestroyed();
+        await new Promise<void>((resolve) => res.write('', () => resolve()));
+        await sleep(DROP_GRACE_MS);
         res.destroy();
         ctx.req.socket.destroy();
         return;
