@@ -47,6 +47,9 @@ function readIncoming(incoming: IncomingMessage, limit: number): Promise<Buffer>
   });
 }
 
+/** Fatal: invalid bytes are a 400, not silently replaced by U+FFFD in the prompt. */
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
 export async function readJsonBody(c: Context<AppEnv>, limit: number): Promise<unknown> {
   const declared = c.req.header('content-length');
   if (declared !== undefined && Number(declared) > limit) {
@@ -68,10 +71,46 @@ export async function readJsonBody(c: Context<AppEnv>, limit: number): Promise<u
     throw err;
   }
   if (buf.length === 0) throw invalidRequest('The request body is empty; expected a JSON object.');
+  let text: string;
   try {
-    return JSON.parse(buf.toString('utf8'));
+    text = UTF8.decode(buf);
+  } catch {
+    throw invalidRequest('The request body is not valid UTF-8. Send a JSON object encoded as UTF-8.');
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
   } catch (err) {
     const detail = err instanceof SyntaxError ? err.message.slice(0, 200) : 'invalid JSON';
     throw invalidRequest(`We could not parse the JSON body of your request (${detail}). Send a valid JSON object with 'Content-Type: application/json'.`);
   }
+  if (deeperThan(value, MAX_JSON_DEPTH)) {
+    throw invalidRequest(`The JSON body of your request is nested deeper than ${MAX_JSON_DEPTH} levels.`);
+  }
+  return value;
+}
+
+/**
+ * JSON.parse takes any depth, but serialising the body again (for an upstream, a cache key) is
+ * recursive and overflows the stack a few thousand levels down, so deeper bodies are refused here.
+ */
+export const MAX_JSON_DEPTH = 256;
+
+/** Iterative, so the check itself cannot overflow; visits containers only. */
+function deeperThan(root: unknown, max: number): boolean {
+  const values: unknown[] = [root];
+  const depths: number[] = [1];
+  while (values.length > 0) {
+    const v = values.pop();
+    const d = depths.pop() ?? 0;
+    if (typeof v !== 'object' || v === null) continue;
+    if (d > max) return true;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) {
+      if (typeof child === 'object' && child !== null) {
+        values.push(child);
+        depths.push(d + 1);
+      }
+    }
+  }
+  return false;
 }

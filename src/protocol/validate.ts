@@ -17,11 +17,17 @@ function describe(issue: Issue): string {
   switch (issue.code) {
     case 'invalid_union': {
       if ('note' in issue && issue.note === 'No matching discriminator') return issue.message;
-      const expected = new Set<string>();
-      for (const branch of issue.errors) {
-        for (const sub of branch) if (sub.code === 'invalid_type' && sub.path.length === 0) expected.add(sub.expected);
+      // Same choice as fullPath(), so the message describes the param it names.
+      if (issue.errors.every((b) => b.every((s) => s.path.length === 0))) {
+        // A branch whose type matched but whose check failed (e.g. an empty array) says the most.
+        const checked = issue.errors.find((b) => b.length > 0 && b.every((s) => s.code !== 'invalid_type'))?.[0];
+        if (checked) return describe(checked);
+        const expected = new Set<string>();
+        for (const branch of issue.errors) {
+          for (const sub of branch) if (sub.code === 'invalid_type') expected.add(sub.expected);
+        }
+        return expected.size > 0 ? `expected ${[...expected].join(' or ')}` : 'invalid value';
       }
-      if (expected.size > 0) return `expected ${[...expected].join(' or ')}`;
       // Report the deepest branch error: it is the one the client most likely meant.
       const best = issue.errors.flat().sort((a, b) => b.path.length - a.path.length)[0];
       return best ? describe(best) : 'invalid value';
