@@ -256,7 +256,7 @@ models:
         name: 'the upstream drops the connection (dropAfter)',
         behaviour: { kind: 'stream', chunks: ['alpha ', 'beta ', 'gamma ', 'delta'], dropAfter: 2 },
         sent: 'alpha beta ',
-        codes: ['upstream_unreachable', 'upstream_stream_truncated'],
+        codes: ['upstream_connection_lost', 'upstream_stream_truncated'],
       },
       {
         name: 'the upstream sends an error event (errorAfter)',
@@ -268,7 +268,7 @@ models:
         name: 'the upstream stream ends without finish_reason or [DONE] (noDone + drop)',
         behaviour: { kind: 'stream', chunks: ['alpha ', 'beta'], noDone: true, dropAfter: 2 },
         sent: 'alpha beta',
-        codes: ['upstream_unreachable', 'upstream_stream_truncated'],
+        codes: ['upstream_connection_lost', 'upstream_stream_truncated'],
       },
     ];
 

@@ -134,7 +134,20 @@ export class OpenAICompatibleBackend implements BaseLLM {
     try {
       for await (const chunk of stream) yield chunk;
     } catch (err) {
-      throw this.mapError(err);
+      const e = this.mapError(err);
+      if (e instanceof GatewayError && e.code === 'upstream_unreachable') {
+        // The connection was up (we were reading the stream) and then went away.
+        const lost = new GatewayError(`Backend "${this.id}" dropped the connection mid-stream.`, {
+          status: 502,
+          type: 'upstream_error',
+          code: 'upstream_connection_lost',
+          retryable: true,
+          cause: err,
+        });
+        lost.backend = this.id;
+        throw lost;
+      }
+      throw e;
     }
   }
 
