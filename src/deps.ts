@@ -11,5 +11,6 @@ export interface Deps {
   logger: Logger;
   /** epoch ms */
   startedAt: number;
-  lifecycle: { ready: boolean; draining: boolean };
+  /** ready: every backend's load() has settled; loading: that promise (tests await it). */
+  lifecycle: { ready: boolean; draining: boolean; loading?: Promise<void> };
 }

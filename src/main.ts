@@ -53,7 +53,11 @@ export async function startServer(loaded: LoadedConfig, opts: { logger?: Logger;
   server.requestTimeout = 120_000;
   server.keepAliveTimeout = 65_000;
   const addr = server.address() as AddressInfo;
-  deps.lifecycle.ready = true;
+  // Listen first (liveness works at once), then load local models; /ready turns 200 when all settled.
+  deps.lifecycle.loading = deps.registry.loadAll().then((failures) => {
+    for (const f of failures) deps.logger.error('backend failed to load', { backend: f.backend, error: f.error });
+    deps.lifecycle.ready = true;
+  });
   const urlHost = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
 
   let closing: Promise<void> | undefined;

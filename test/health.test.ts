@@ -51,7 +51,7 @@ describe('health and readiness', () => {
     const res = await fetch(`${gw.url}/ready`);
     assert.equal(res.status, 200);
     assert.equal(res.headers.get('content-type'), 'application/json');
-    assert.deepEqual(await res.json(), { status: 'ready' });
+    assert.deepEqual(await res.json(), { status: 'ready', backends: { demo: 'ready' } });
   });
 
   it('GET /ready → 503 envelope while draining; /health stays 200', async () => {

@@ -28,6 +28,13 @@ export interface BackendHealth {
   detail?: string;
 }
 
+export interface Capacity {
+  /** parallel requests the backend can serve */
+  total: number;
+  /** requests it is serving now */
+  busy: number;
+}
+
 export interface BaseLLM {
   /** Backend name from providers.yaml. */
   readonly id: string;
@@ -41,6 +48,18 @@ export interface BaseLLM {
   embed?(req: EmbeddingRequest, ctx: CallContext): Promise<EmbeddingResponse>;
   /** Cheap, never a billable call. */
   health?(ctx: CallContext): Promise<BackendHealth>;
+  /**
+   * Local backends: get ready to serve (load a model, wait for a server to finish loading).
+   * Called once at start-up; `/ready` answers 503 until every backend's `load` has settled, and a
+   * backend whose `load` failed answers 503 `backend_not_ready` instead of being called.
+   */
+  load?(): Promise<void>;
+  /**
+   * Local backends: how busy the server is right now (from llama-server's /slots, an in-process
+   * queue, …), or undefined when unknown. The router prefers idle targets and treats a full one as
+   * busy, not broken.
+   */
+  capacity?(): Capacity | undefined;
   /** Releases pooled connections and timers. */
   close?(): Promise<void>;
 }

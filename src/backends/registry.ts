@@ -12,6 +12,10 @@ export interface BackendEntry {
   config: BackendConfig;
   /** Configured without its api_key: skipped by the router with a clear error. */
   unconfigured: boolean;
+  /** `loading` until the backend's load() settles; `failed` keeps it out of routing. */
+  status: 'loading' | 'ready' | 'failed';
+  /** why load() failed */
+  loadError?: string;
 }
 
 export function createBackend(name: string, cfg: BackendConfig): BaseLLM {
@@ -32,8 +36,37 @@ export class BackendRegistry {
 
   constructor(config: Config, unconfigured: ReadonlySet<string>) {
     for (const [name, cfg] of Object.entries(config.backends)) {
-      this.entries.set(name, { llm: createBackend(name, cfg), config: cfg, unconfigured: unconfigured.has(name) });
+      const llm = createBackend(name, cfg);
+      this.entries.set(name, { llm, config: cfg, unconfigured: unconfigured.has(name), status: llm.load ? 'loading' : 'ready' });
     }
+  }
+
+  /**
+   * Runs every backend's load() concurrently. Resolves when all have settled; failures are
+   * recorded on the entry (and returned) rather than thrown, so one bad model does not stop the rest.
+   */
+  async loadAll(): Promise<Array<{ backend: string; error: string }>> {
+    const failures: Array<{ backend: string; error: string }> = [];
+    await Promise.all(
+      [...this.entries].map(async ([name, e]) => {
+        if (!e.llm.load) return;
+        try {
+          await e.llm.load();
+          e.status = 'ready';
+        } catch (err) {
+          e.status = 'failed';
+          e.loadError = err instanceof Error ? err.message : String(err);
+          failures.push({ backend: name, error: e.loadError });
+        }
+      }),
+    );
+    return failures;
+  }
+
+  /** True once no backend is still loading. */
+  allSettled(): boolean {
+    for (const e of this.entries.values()) if (e.status === 'loading') return false;
+    return true;
   }
 
   get(name: string): BackendEntry | undefined {

@@ -16,10 +16,17 @@ export function readyHandler(deps: Deps) {
       c.header('retry-after', '5');
       throw new GatewayError('The gateway is shutting down.', { status: 503, type: 'service_unavailable_error', code: 'draining' });
     }
+    const backends: Record<string, string> = {};
+    const loading: string[] = [];
+    for (const [name, e] of deps.registry.all()) {
+      backends[name] = e.unconfigured ? 'unconfigured' : e.status;
+      if (e.status === 'loading') loading.push(name);
+    }
     if (!deps.lifecycle.ready) {
       c.header('retry-after', '1');
-      throw new GatewayError('The gateway is starting.', { status: 503, type: 'service_unavailable_error', code: 'not_ready' });
+      const what = loading.length > 0 ? `loading ${loading.map((n) => `"${n}"`).join(', ')}` : 'starting';
+      throw new GatewayError(`The gateway is not ready yet (${what}).`, { status: 503, type: 'service_unavailable_error', code: 'not_ready' });
     }
-    return json(c, 200, { status: 'ready' });
+    return json(c, 200, { status: 'ready', backends });
   };
 }

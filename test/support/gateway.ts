@@ -24,6 +24,7 @@ export async function startGateway(yaml: string, env: Record<string, string | un
     logs.push(line);
   });
   const running = await startServer(loaded, { logger, port: 0, host: '127.0.0.1' });
+  await running.deps.lifecycle.loading;
   return {
     url: running.url,
     baseURL: `${running.url}/v1`,
