@@ -14,7 +14,9 @@ FROM node:20-bookworm-slim AS deps
 WORKDIR /app
 ENV ONNXRUNTIME_NODE_INSTALL=skip
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+# onnxruntime-node ships native libraries for every OS; only Linux's are used here (-220 MB).
+RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force \
+ && rm -rf node_modules/onnxruntime-node/bin/napi-v6/darwin node_modules/onnxruntime-node/bin/napi-v6/win32
 
 # 3. Runtime: no compiler, no dev dependencies, not root.
 FROM node:20-bookworm-slim AS runtime

@@ -8,12 +8,21 @@ import type { CallContext } from './backends/base-llm.ts';
 import type { ChatCompletion, ChatCompletionChunk, ChatRequest } from './protocol/chat.ts';
 import type { Completion, CompletionRequest } from './protocol/completions.ts';
 import { encodeEmbeddings, type EmbeddingRequest, type EmbeddingResponse } from './protocol/embeddings.ts';
-import type { Routed, Router, StreamHooks } from './router/router.ts';
+import type { Operation, RouteRequest, Routed, Router, StreamHooks } from './router/router.ts';
 import { GatewayError } from './errors.ts';
 
+/** Per-request facts from the HTTP layer that steer routing. */
 export interface RequestInfo {
   requestId: string;
   signal: AbortSignal;
+  /** request header x-switchyard-backend */
+  pinBackend?: string | undefined;
+  /** the tighter of x-switchyard-deadline-ms and the OpenAI SDK's x-stainless-timeout */
+  deadlineMs?: number | undefined;
+  /** the API key's name, for sticky weighted routing */
+  keyName?: string | undefined;
+  /** size of the request body, for a cheap prompt-token estimate */
+  bodyBytes: number;
 }
 
 type Usage = { prompt_tokens: number; completion_tokens: number; total_tokens: number };
@@ -45,6 +54,22 @@ const completionHooks: StreamHooks<Completion> = {
   completes: (c) => c.choices.some((ch) => !!ch.finish_reason),
 };
 
+function route(op: Operation, model: string, info: RequestInfo, stream: boolean, maxOutputTokens: number | null | undefined): RouteRequest {
+  return {
+    publicModel: model,
+    op,
+    requestId: info.requestId,
+    signal: info.signal,
+    stream,
+    pinBackend: info.pinBackend,
+    deadlineMs: info.deadlineMs,
+    stickyKey: info.keyName,
+    // about four bytes of JSON per token: good enough to rank targets by price
+    promptTokens: Math.ceil(info.bodyBytes / 4),
+    maxOutputTokens: maxOutputTokens ?? undefined,
+  };
+}
+
 function withUpstreamUsage<R extends { stream_options?: { include_usage?: boolean | undefined } | null | undefined }>(req: R, model: string): R {
   return { ...req, model, stream: true, stream_options: { ...(req.stream_options ?? {}), include_usage: true } };
 }
@@ -75,7 +100,7 @@ export class Gateway {
   }
 
   chat(req: ChatRequest, info: RequestInfo): Promise<Routed<ChatCompletion>> {
-    return this.router.run(req.model, 'chat', info.requestId, info.signal, (t, ctx) => {
+    return this.router.run(route('chat', req.model, info, false, req.max_completion_tokens ?? req.max_tokens), (t, ctx) => {
       const llm = t.entry.llm;
       if (!llm.chat) throw missing(t.backend, 'chat');
       return llm.chat({ ...req, model: t.model }, ctx);
@@ -85,10 +110,7 @@ export class Gateway {
   async chatStream(req: ChatRequest, info: RequestInfo): Promise<StreamResult<ChatCompletionChunk>> {
     const wantsUsage = req.stream_options?.include_usage === true;
     const routed = await this.router.runStream(
-      req.model,
-      'chat',
-      info.requestId,
-      info.signal,
+      route('chat', req.model, info, true, req.max_completion_tokens ?? req.max_tokens),
       (t, ctx: CallContext) => {
         const llm = t.entry.llm;
         if (!llm.chatStream) throw missing(t.backend, 'streaming chat');
@@ -101,7 +123,7 @@ export class Gateway {
   }
 
   complete(req: CompletionRequest, info: RequestInfo): Promise<Routed<Completion>> {
-    return this.router.run(req.model, 'completions', info.requestId, info.signal, (t, ctx) => {
+    return this.router.run(route('completions', req.model, info, false, req.max_tokens), (t, ctx) => {
       const llm = t.entry.llm;
       if (!llm.complete) throw missing(t.backend, 'completions');
       return llm.complete({ ...req, model: t.model }, ctx);
@@ -111,10 +133,7 @@ export class Gateway {
   async completeStream(req: CompletionRequest, info: RequestInfo): Promise<StreamResult<Completion>> {
     const wantsUsage = req.stream_options?.include_usage === true;
     const routed = await this.router.runStream(
-      req.model,
-      'completions',
-      info.requestId,
-      info.signal,
+      route('completions', req.model, info, true, req.max_tokens),
       (t, ctx) => {
         const llm = t.entry.llm;
         if (!llm.completeStream) throw missing(t.backend, 'streaming completions');
@@ -127,7 +146,7 @@ export class Gateway {
   }
 
   async embed(req: EmbeddingRequest, info: RequestInfo): Promise<Routed<EmbeddingResponse>> {
-    const routed = await this.router.run(req.model, 'embeddings', info.requestId, info.signal, (t, ctx) => {
+    const routed = await this.router.run(route('embeddings', req.model, info, false, 0), (t, ctx) => {
       const llm = t.entry.llm;
       if (!llm.embed) throw missing(t.backend, 'embeddings');
       return llm.embed({ ...req, model: t.model }, ctx);

@@ -11,6 +11,7 @@ import { BackendRegistry } from './backends/registry.ts';
 import { ConfigError, configPathFrom, isLoopback, loadConfigFile, type LoadedConfig } from './config/load.ts';
 import type { Deps } from './deps.ts';
 import { Gateway } from './gateway.ts';
+import { HealthState } from './router/health-state.ts';
 import { Router } from './router/router.ts';
 import { createLogger, type Logger } from './telemetry/logger.ts';
 
@@ -27,8 +28,8 @@ export interface RunningServer {
 export function buildDeps(loaded: LoadedConfig, logger?: Logger): Deps {
   const { config } = loaded;
   const log = logger ?? createLogger(config.logging.level);
-  const registry = new BackendRegistry(config, loaded.unconfiguredBackends);
-  const router = new Router(config, registry);
+  const registry = new BackendRegistry(config, loaded.unconfiguredBackends, log);
+  const router = new Router(config, registry, new HealthState(config.routing.breaker));
   return {
     config,
     registry,

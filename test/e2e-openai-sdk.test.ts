@@ -73,6 +73,8 @@ describe('e2e: openai SDK → Switchyard → OpenAI-compatible upstream', () => 
     fake = await startFakeOpenAI({ apiKey: UPSTREAM_KEY });
     fakeFloat = await startFakeOpenAI({ apiKey: UPSTREAM_KEY, embeddingsIgnoreBase64: true });
     gw = await startGateway(`
+# One attempt per target and no circuit breaker: retries and the breaker have their own tests (routing.test.ts).
+routing: { retry: { max_retries: 0 }, breaker: { consecutive_failures: 0, min_requests: 1000000 } }
 backends:
   up: { type: openai, base_url: "${fake.url}", api_key: "${UPSTREAM_KEY}" }
   upfloat: { type: openai, base_url: "${fakeFloat.url}", api_key: "${UPSTREAM_KEY}" }

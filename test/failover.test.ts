@@ -96,6 +96,8 @@ describe('failover of non-streaming requests', () => {
     fakeB = await startFakeOpenAI({ apiKey: KEY_B });
     gw = await startGateway(
       `
+# One attempt per target and no circuit breaker: retries and the breaker have their own tests (routing.test.ts).
+routing: { retry: { max_retries: 0 }, breaker: { consecutive_failures: 0, min_requests: 1000000 } }
 backends:
   a: { type: openai, base_url: "${fakeA.url}", api_key: "${KEY_A}", timeout_ms: 400 }
   patient: { type: openai, base_url: "${fakeA.url}", api_key: "${KEY_A}", timeout_ms: 5000 }

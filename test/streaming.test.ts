@@ -124,6 +124,8 @@ describe('streaming through the gateway', () => {
     fakeA = await startFakeOpenAI({ apiKey: KEY_A });
     fakeB = await startFakeOpenAI({ apiKey: KEY_B });
     gw = await startGateway(`
+# One attempt per target and no circuit breaker: retries and the breaker have their own tests (routing.test.ts).
+routing: { retry: { max_retries: 0 }, breaker: { consecutive_failures: 0, min_requests: 1000000 } }
 backends:
   a: { type: openai, base_url: "${fakeA.url}", api_key: "${KEY_A}", timeout_ms: 500, stream_idle_timeout_ms: 10000 }
   slow: { type: openai, base_url: "${fakeA.url}", api_key: "${KEY_A}", timeout_ms: 4000, stream_idle_timeout_ms: 300 }

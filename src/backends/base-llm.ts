@@ -55,6 +55,11 @@ export interface BaseLLM {
    */
   load?(): Promise<void>;
   /**
+   * Local backends that keep checking after their `load` failed (a server that comes up late):
+   * resolves once the backend is ready after all; the registry then marks it ready again.
+   */
+  whenReady?(): Promise<void>;
+  /**
    * Local backends: how busy the server is right now (from llama-server's /slots, an in-process
    * queue, …), or undefined when unknown. The router prefers idle targets and treats a full one as
    * busy, not broken.

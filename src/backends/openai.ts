@@ -30,6 +30,8 @@ export class OpenAICompatibleBackend implements BaseLLM {
   constructor(
     readonly id: string,
     private readonly cfg: OpenAIBackendConfig,
+    /** `fetch`: wraps undici's fetch (the llamacpp backend normalizes llama-server's SSE error events). */
+    options: { fetch?: typeof undiciFetch } = {},
   ) {
     this.dispatcher = new Agent({
       connections: cfg.max_connections,
@@ -53,7 +55,7 @@ export class OpenAICompatibleBackend implements BaseLLM {
       // Deadlines are enforced by the router through the abort signal.
       timeout: 24 * 3600_000,
       defaultHeaders: headers,
-      fetch: undiciFetch as unknown as Fetch,
+      fetch: (options.fetch ?? undiciFetch) as unknown as Fetch,
       fetchOptions: { dispatcher: this.dispatcher } as NonNullable<ConstructorParameters<typeof OpenAI>[0]>['fetchOptions'],
       logLevel: 'off',
     });
@@ -112,7 +114,7 @@ export class OpenAICompatibleBackend implements BaseLLM {
     return { signal: ctx.signal, headers: { 'x-request-id': ctx.requestId } };
   }
 
-  private checkEmbeddings(res: unknown): EmbeddingResponse {
+  protected checkEmbeddings(res: unknown): EmbeddingResponse {
     if (!res || typeof res !== 'object' || !Array.isArray((res as { data?: unknown }).data)) {
       throw upstreamMalformed(this.id, 'no "data" array');
     }

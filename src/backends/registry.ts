@@ -3,8 +3,12 @@
  * types: adding a type to the schema without a case here fails to compile.
  */
 import type { BackendConfig, Config } from '../config/schema.ts';
+import type { Logger } from '../telemetry/logger.ts';
+import { AnthropicBackend } from './anthropic.ts';
 import type { BaseLLM } from './base-llm.ts';
 import { FakeBackend } from './fake.ts';
+import { LlamaCppBackend } from './llamacpp.ts';
+import { OnnxBackend } from './onnx.ts';
 import { OpenAICompatibleBackend } from './openai.ts';
 
 export interface BackendEntry {
@@ -18,12 +22,18 @@ export interface BackendEntry {
   loadError?: string;
 }
 
-export function createBackend(name: string, cfg: BackendConfig): BaseLLM {
+export function createBackend(name: string, cfg: BackendConfig, logger?: Logger): BaseLLM {
   switch (cfg.type) {
     case 'openai':
       return new OpenAICompatibleBackend(name, cfg);
+    case 'anthropic':
+      return new AnthropicBackend(name, cfg, logger);
     case 'fake':
       return new FakeBackend(name, cfg);
+    case 'llamacpp':
+      return new LlamaCppBackend(name, cfg, logger);
+    case 'onnx':
+      return new OnnxBackend(name, cfg, logger);
     default: {
       const never: never = cfg;
       throw new Error(`unhandled backend type ${JSON.stringify(never)}`);
@@ -34,9 +44,9 @@ export function createBackend(name: string, cfg: BackendConfig): BaseLLM {
 export class BackendRegistry {
   private readonly entries = new Map<string, BackendEntry>();
 
-  constructor(config: Config, unconfigured: ReadonlySet<string>) {
+  constructor(config: Config, unconfigured: ReadonlySet<string>, logger?: Logger) {
     for (const [name, cfg] of Object.entries(config.backends)) {
-      const llm = createBackend(name, cfg);
+      const llm = createBackend(name, cfg, logger);
       this.entries.set(name, { llm, config: cfg, unconfigured: unconfigured.has(name), status: llm.load ? 'loading' : 'ready' });
     }
   }
@@ -57,6 +67,14 @@ export class BackendRegistry {
           e.status = 'failed';
           e.loadError = err instanceof Error ? err.message : String(err);
           failures.push({ backend: name, error: e.loadError });
+          // A backend that keeps trying (a llama-server that comes up late) rejoins when it is ready.
+          e.llm.whenReady?.().then(
+            () => {
+              e.status = 'ready';
+              delete e.loadError;
+            },
+            () => {},
+          );
         }
       }),
     );

@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { interpolate, joinPath } from './interpolate.ts';
 import {
   configSchema,
+  defaultPrice,
   PLANNED_BACKEND_TYPES,
   PLANNED_POLICIES,
   POLICIES,
@@ -340,6 +341,10 @@ export function parseConfig(text: string, source: string, env: Env = process.env
             : `unknown policy "${policy}" (known: ${POLICIES.join(', ')})`,
         );
       }
+      if (policy === 'weighted' && Array.isArray(m.targets) && m.targets.length > 0) {
+        const live = m.targets.some((t: unknown) => !isRecord(t) || t.weight === undefined || (typeof t.weight === 'number' && t.weight > 0));
+        if (!live) at(joinPath(mpath, 'targets'), 'policy "weighted" needs at least one target with a weight above 0');
+      }
       if (!Array.isArray(m.targets) || !isRecord(backendsRaw)) continue;
       m.targets.forEach((t: unknown, i) => {
         const b = isRecord(t) ? t.backend : undefined;
@@ -387,11 +392,19 @@ export function parseConfig(text: string, source: string, env: Env = process.env
   if (envPort !== undefined) config.server.port = Number(envPort);
   if (env.HOST !== undefined && env.HOST !== '') config.server.host = env.HOST;
   if (lv === 'debug' || lv === 'info' || lv === 'warn' || lv === 'error' || lv === 'silent') config.logging.level = lv;
+  // Local targets (llama-server, …) without an explicit price cost nothing: see defaultPrice.
+  for (const m of Object.values(config.models)) {
+    for (const t of m.targets) {
+      const b = Object.hasOwn(config.backends, t.backend) ? config.backends[t.backend] : undefined;
+      const price = b && !t.price ? defaultPrice(b.type) : undefined;
+      if (price) t.price = price;
+    }
+  }
 
   const warnings: string[] = [];
   const unconfiguredBackends = new Set<string>();
   for (const [bname, b] of Object.entries(config.backends)) {
-    if (b.type === 'openai' && b.api_key === '') {
+    if ((b.type === 'openai' || b.type === 'anthropic') && b.api_key === '') {
       unconfiguredBackends.add(bname);
       const users = Object.entries(config.models)
         .filter(([, m]) => m.targets.some((t) => t.backend === bname))

@@ -24,6 +24,8 @@ const timeouts = {
   timeout_ms: positiveInt.default(600_000),
   /** Longest silence allowed between two chunks of a stream. */
   stream_idle_timeout_ms: positiveInt.default(120_000),
+  /** Streams: longest wait for the first content chunk (default: timeout_ms). */
+  first_token_timeout_ms: positiveInt.optional(),
 };
 
 export const openaiBackendSchema = z.strictObject({
@@ -40,6 +42,28 @@ export const openaiBackendSchema = z.strictObject({
   ...timeouts,
 });
 
+/** Anthropic Messages API version the `anthropic` backend sends unless `anthropic_version` says otherwise. */
+export const DEFAULT_ANTHROPIC_VERSION = '2026-10-21';
+
+export const anthropicBackendSchema = z.strictObject({
+  type: z.literal('anthropic'),
+  /** Without "/v1" (a trailing "/v1" is tolerated and removed). */
+  base_url: url.default('https://api.anthropic.com'),
+  /** Empty (e.g. "${ANTHROPIC_API_KEY:-}") marks the backend unconfigured. */
+  api_key: text(),
+  /** `anthropic-version` header; 2023-06-01 still accepts temperature/top_p, 2026-10-21 (the default) does not. */
+  anthropic_version: text()
+    .pipe(z.string().regex(/^\d{4}-\d{2}-\d{2}$/, 'must be a date like 2026-10-21'))
+    .optional(),
+  /** max_tokens sent when the client sets neither max_tokens nor max_completion_tokens (Anthropic requires one). */
+  default_max_tokens: positiveInt.default(4096),
+  /** Extra headers sent upstream on every request (e.g. anthropic-beta). */
+  headers: z.record(z.string(), text()).optional(),
+  /** Upper bound on pooled keep-alive connections to this upstream. */
+  max_connections: positiveInt.default(256),
+  ...timeouts,
+});
+
 export const fakeBackendSchema = z.strictObject({
   type: z.literal('fake'),
   /** Length of the deterministic embedding vectors. */
@@ -49,11 +73,54 @@ export const fakeBackendSchema = z.strictObject({
   ...timeouts,
 });
 
-export const SUPPORTED_BACKEND_TYPES = ['openai', 'fake'] as const;
-/** Types named in the architecture that later versions implement; reported as "not yet supported". */
-export const PLANNED_BACKEND_TYPES = ['anthropic', 'llamacpp', 'onnx'] as const;
+/** `type: llamacpp` — llama.cpp's llama-server (a local model server speaking OpenAI at /v1). */
+export const llamacppBackendSchema = z.strictObject({
+  type: z.literal('llamacpp'),
+  /** The server root, e.g. http://127.0.0.1:8080 (a trailing "/v1" is tolerated and removed). */
+  base_url: url,
+  /** llama-server's --api-key, if it was started with one. Empty means none. */
+  api_key: text().optional(),
+  /** Upper bound on pooled keep-alive connections to this server. */
+  max_connections: positiveInt.default(64),
+  /** At start-up: how long to wait for GET /health to answer 200 (the model loading) before giving up. */
+  load_timeout_ms: positiveInt.default(600_000),
+  /** How often GET /slots (busy slots) and, while not ready, GET /health are polled. */
+  slots_poll_ms: positiveInt.default(1_000),
+  ...timeouts,
+});
 
-export const backendSchema = z.discriminatedUnion('type', [openaiBackendSchema, fakeBackendSchema]);
+/** `type: onnx` — in-process embeddings with ONNX Runtime (a sentence-transformers style export). */
+export const onnxBackendSchema = z.strictObject({
+  type: z.literal('onnx'),
+  /** The .onnx file, e.g. models/minilm/v1/model.onnx; relative paths are from the working directory. */
+  model_path: text().pipe(z.string().min(1)),
+  /** Hugging Face tokenizer.json (default: tokenizer.json beside model_path). */
+  tokenizer_path: text().pipe(z.string().min(1)).optional(),
+  /** Which model output to read (default: sentence_embedding, …, last_hidden_state, or the only one). */
+  output_name: text().pipe(z.string().min(1)).optional(),
+  /** How a token-level output becomes one vector (a pooled output is used as is). */
+  pooling: z.enum(['mean', 'cls']).default('mean'),
+  /** L2-normalise every vector. */
+  normalize: z.boolean().default(true),
+  /** Longest input in tokens (special tokens included); longer inputs are truncated. */
+  max_length: positiveInt.max(65536).default(512),
+  /** ONNX Runtime execution providers, in order of preference (cpu, cuda, tensorrt, …). */
+  execution_providers: z.array(z.string().min(1)).min(1).default(['cpu']),
+  /** Threads inside one operator / across operators (default: ONNX Runtime's choice). */
+  intra_op_threads: positiveInt.optional(),
+  inter_op_threads: positiveInt.optional(),
+  /** Dynamic batching: concurrent requests wait up to window_ms to share one session.run of up to max_batch_size inputs. */
+  batch: z
+    .strictObject({ window_ms: z.number().min(0).max(1000).default(2), max_batch_size: positiveInt.max(4096).default(32) })
+    .default({ window_ms: 2, max_batch_size: 32 }),
+  ...timeouts,
+});
+
+export const SUPPORTED_BACKEND_TYPES = ['openai', 'anthropic', 'fake', 'llamacpp', 'onnx'] as const;
+/** Types named in the architecture that later versions implement; reported as "not yet supported". */
+export const PLANNED_BACKEND_TYPES: readonly string[] = [];
+
+export const backendSchema = z.discriminatedUnion('type', [openaiBackendSchema, anthropicBackendSchema, fakeBackendSchema, llamacppBackendSchema, onnxBackendSchema]);
 
 export const priceSchema = z.strictObject({
   /** USD per 1M input tokens */
@@ -62,19 +129,74 @@ export const priceSchema = z.strictObject({
   output: z.number().min(0),
 });
 
+/** Backends that run on the operator's own hardware: no per-token price. */
+const LOCAL_BACKEND_TYPES: ReadonlySet<string> = new Set(['llamacpp', 'onnx']);
+
+/**
+ * The price a target gets when its config names none: zero for local backends (so the `cost`
+ * policy prefers them until they are busy or down), none (counted as most expensive) otherwise.
+ */
+export function defaultPrice(backendType: string): z.infer<typeof priceSchema> | undefined {
+  return LOCAL_BACKEND_TYPES.has(backendType) ? { input: 0, output: 0 } : undefined;
+}
+
 export const targetSchema = z.strictObject({
   backend: z.string().min(1),
   /** The model name sent to the backend. */
   model: text().pipe(z.string().min(1)),
   price: priceSchema.optional(),
-  weight: z.number().min(0).optional(),
+  /** `weighted` policy share; 0 drains the target. */
+  weight: z.number().min(0).default(1),
+  /** Override the backend's timeout_ms for this target. */
+  timeout_ms: positiveInt.optional(),
+  /** Streams: longest wait for the first content chunk (default: the backend's first_token_timeout_ms, else timeout_ms). */
+  first_token_timeout_ms: positiveInt.optional(),
 });
 
-export const POLICIES = ['fallback'] as const;
-export const PLANNED_POLICIES = ['weighted', 'cost', 'latency'] as const;
+export const POLICIES = ['fallback', 'weighted', 'cost', 'latency'] as const;
+export const PLANNED_POLICIES: readonly string[] = [];
+export type PolicyName = (typeof POLICIES)[number];
+
+export const retrySchema = z.strictObject({
+  /** Extra attempts on the same target before failing over (0: fail over at once). */
+  max_retries: z.int().min(0).max(10).default(1),
+  base_delay_ms: z.int().min(0).default(200),
+  max_delay_ms: z.int().min(0).default(5_000),
+});
+
+export const breakerSchema = z.strictObject({
+  failure_rate: z.number().gt(0).max(1).default(0.5),
+  min_requests: positiveInt.default(10),
+  window_ms: positiveInt.default(60_000),
+  /** Open after this many failures in a row, whatever the window says (0 disables). */
+  consecutive_failures: z.int().min(0).default(5),
+  open_ms: positiveInt.default(10_000),
+  max_open_ms: positiveInt.default(300_000),
+});
+
+export const routingSchema = z.strictObject({
+  /** Bounds the whole attempt chain (all retries and fallbacks) of one request. */
+  deadline_ms: positiveInt.default(600_000),
+  retry: retrySchema.default(retrySchema.parse({})),
+  /** An upstream retry-after longer than this moves on to the next target instead of waiting. */
+  max_retry_wait_ms: z.int().min(0).default(10_000),
+  breaker: breakerSchema.default(breakerSchema.parse({})),
+  /** latency policy: chance that a random other target goes first, so recovery is noticed. */
+  explore_rate: z.number().min(0).max(1).default(0.05),
+  /** latency policy: an estimate older than this counts as unknown (and gets re-measured). */
+  stale_ms: positiveInt.default(60_000),
+  /** cost policy: output tokens assumed when the request sets no max_tokens. */
+  default_max_tokens_estimate: positiveInt.default(1024),
+});
 
 export const modelSchema = z.strictObject({
   policy: z.string().default('fallback'),
+  /** weighted: the same API key always draws the same first target. */
+  sticky: z.boolean().default(false),
+  /** Override routing.deadline_ms for this model. */
+  deadline_ms: positiveInt.optional(),
+  /** Override routing.retry for this model. */
+  retry: retrySchema.optional(),
   targets: z.array(targetSchema).min(1, 'needs at least one target'),
 });
 
@@ -114,12 +236,16 @@ export const configSchema = z.strictObject({
   cache: cacheSchema.default(cacheSchema.parse({})),
   state: stateSchema.default({ store: 'memory' }),
   logging: loggingSchema.default(loggingSchema.parse({})),
+  routing: routingSchema.default(routingSchema.parse({})),
 });
 
 export type Config = z.infer<typeof configSchema>;
 export type BackendConfig = z.infer<typeof backendSchema>;
 export type OpenAIBackendConfig = z.infer<typeof openaiBackendSchema>;
+export type AnthropicBackendConfig = z.infer<typeof anthropicBackendSchema>;
 export type FakeBackendConfig = z.infer<typeof fakeBackendSchema>;
+export type LlamaCppBackendConfig = z.infer<typeof llamacppBackendSchema>;
+export type OnnxBackendConfig = z.infer<typeof onnxBackendSchema>;
 export type BackendType = BackendConfig['type'];
 export type ModelConfig = z.infer<typeof modelSchema>;
 export type TargetConfig = z.infer<typeof targetSchema>;

@@ -70,6 +70,7 @@ export async function readJsonBody(c: Context<AppEnv>, limit: number): Promise<u
     c.header('connection', 'close');
     throw err;
   }
+  c.set('bodyBytes', buf.length);
   if (buf.length === 0) throw invalidRequest('The request body is empty; expected a JSON object.');
   let text: string;
   try {

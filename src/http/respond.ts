@@ -1,4 +1,6 @@
 import type { Context } from 'hono';
+import { invalidRequest } from '../errors.ts';
+import type { RequestInfo } from '../gateway.ts';
 import type { Routed } from '../router/router.ts';
 import type { AppEnv } from './types.ts';
 
@@ -19,6 +21,28 @@ export function markRouted<T>(c: Context<AppEnv>, r: Routed<T>): void {
   log.attempts = r.attempts;
 }
 
-export function requestInfo(c: Context<AppEnv>): { requestId: string; signal: AbortSignal } {
-  return { requestId: c.get('requestId'), signal: c.req.raw.signal };
+/** Parses a positive millisecond count, or undefined. */
+function positiveMs(v: string | undefined, scale = 1): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v) * scale;
+  return Number.isFinite(n) && n > 0 ? n : undefined;
+}
+
+export function requestInfo(c: Context<AppEnv>): RequestInfo {
+  const own = c.req.header('x-switchyard-deadline-ms');
+  const deadline = positiveMs(own);
+  if (own !== undefined && deadline === undefined) {
+    throw invalidRequest(`Header x-switchyard-deadline-ms must be a positive number of milliseconds.`, 'x-switchyard-deadline-ms');
+  }
+  // The OpenAI SDKs announce their own timeout (seconds): retrying past it helps nobody.
+  const sdk = positiveMs(c.req.header('x-stainless-timeout'), 1000);
+  const pin = c.req.header('x-switchyard-backend');
+  return {
+    requestId: c.get('requestId'),
+    signal: c.req.raw.signal,
+    pinBackend: pin === undefined || pin === '' ? undefined : pin,
+    deadlineMs: deadline !== undefined && sdk !== undefined ? Math.min(deadline, sdk) : (deadline ?? sdk),
+    keyName: c.get('keyName'),
+    bodyBytes: c.get('bodyBytes') ?? 0,
+  };
 }

@@ -19,5 +19,7 @@ export interface AppEnv {
     requestId: string;
     keyName: string | undefined;
     log: RequestLog;
+    /** size of the request body as received */
+    bodyBytes: number | undefined;
   };
 }

@@ -1,18 +1,27 @@
 /**
- * The attempt loop. A public model has an ordered list of targets; each is tried in turn until one
- * succeeds. Retryable failures (connection errors, timeouts, 408/409/429/5xx, an unconfigured
- * backend) pass to the next target; client-fault errors (400, 404, 413, 422…) return at once.
- * Every attempt has its own abort signal, linked to the client's, and a deadline.
+ * The attempt loop. A public model's targets are put in order by its policy (policies.ts), then
+ * tried in turn: each target may be retried after a backoff on transient failures (retry.ts),
+ * targets whose circuit breaker is open are skipped (circuit-breaker.ts), and one deadline bounds
+ * the whole chain. Client-fault errors return at once; everything else moves on until a target
+ * answers or none is left, and then one error lists every attempt.
  *
- * Streams have a commit point: the first chunk that carries content. Failures before it fail
- * over; after it the stream ends with an error (never with a clean end that hides the loss).
+ * Streams have a commit point: the first chunk that carries content. Failures before it fail over
+ * with nothing sent to the client; after it the stream ends with an error (never with a clean end
+ * that hides the loss).
  */
-import type { BackendEntry, BackendRegistry } from '../backends/registry.ts';
+import { setTimeout as sleepFor } from 'node:timers/promises';
 import type { CallContext } from '../backends/base-llm.ts';
-import { clientClosed, upstreamMalformed, upstreamTimeout } from '../backends/upstream-errors.ts';
-import type { Config, TargetConfig } from '../config/schema.ts';
+import type { BackendEntry, BackendRegistry } from '../backends/registry.ts';
+import { clientClosed, upstreamTimeout } from '../backends/upstream-errors.ts';
+import type { Config, ModelConfig, PolicyName, TargetConfig } from '../config/schema.ts';
 import { GatewayError, asGatewayError, modelNotFound } from '../errors.ts';
+import { Attempt } from './attempt.ts';
+import { HealthState, type TargetHealth } from './health-state.ts';
+import { orderTargets, type PolicyCandidate } from './policies.ts';
+import { backoffMs, disposition } from './retry.ts';
+import { openCommitted, type StreamHooks } from './stream.ts';
 
+export type { StreamHooks };
 export type Operation = 'chat' | 'completions' | 'embeddings';
 
 export interface ResolvedTarget {
@@ -27,290 +36,340 @@ export interface ResolvedTarget {
 export interface Routed<T> {
   result: T;
   target: ResolvedTarget;
+  /** upstream calls made, retries included */
   attempts: number;
 }
 
-export interface StreamHooks<T> {
-  /** true once a chunk carries something the client must not lose (content, tool call, finish). */
-  commits(chunk: T): boolean;
-  /** true for a chunk that proves the answer completed (a finish_reason). */
-  completes(chunk: T): boolean;
+/** What one request asks of the router, besides its body. */
+export interface RouteRequest {
+  publicModel: string;
+  op: Operation;
+  requestId: string;
+  signal: AbortSignal;
+  stream: boolean;
+  /** only targets on this backend (request header `x-switchyard-backend`) */
+  pinBackend?: string | undefined;
+  /** the client's own deadline for the whole request, ms from now */
+  deadlineMs?: number | undefined;
+  /** stable identity for sticky weighted routing (the API key's name) */
+  stickyKey?: string | undefined;
+  /** rough prompt size, for the cost policy */
+  promptTokens: number;
+  maxOutputTokens?: number | undefined;
 }
 
-const CAPABILITY: Record<Operation, 'chat' | 'completions' | 'embeddings'> = {
-  chat: 'chat',
-  completions: 'completions',
-  embeddings: 'embeddings',
+export interface Clock {
+  now(): number;
+  /** Resolves after `ms`, rejects when `signal` aborts first. */
+  sleep(ms: number, signal: AbortSignal): Promise<void>;
+}
+
+export const systemClock: Clock = {
+  now: () => Date.now(),
+  sleep: (ms, signal) => sleepFor(ms, undefined, { signal }),
 };
 
-/** Most chunks buffered while waiting for the commit point. */
-const MAX_PRECOMMIT_CHUNKS = 32;
-
-class Attempt {
-  readonly controller = new AbortController();
-  timedOut: string | null = null;
-  private timer: NodeJS.Timeout | undefined;
-  private readonly onClientAbort = (): void => this.controller.abort(this.clientSignal.reason);
-
-  constructor(private readonly clientSignal: AbortSignal) {
-    if (clientSignal.aborted) this.controller.abort(clientSignal.reason);
-    else clientSignal.addEventListener('abort', this.onClientAbort, { once: true });
-  }
-
-  /** (Re)arms the deadline: when it fires the attempt is aborted and marked timed out. */
-  arm(ms: number, what: string): void {
-    this.timedOut = null;
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = setTimeout(() => {
-      this.timedOut = what;
-      this.controller.abort(new DOMException(`attempt deadline: ${what}`, 'TimeoutError'));
-    }, ms);
-    this.timer.unref?.();
-  }
-
-  refresh(): void {
-    this.timer?.refresh();
-  }
-
-  ctx(requestId: string): CallContext {
-    return { signal: this.controller.signal, requestId };
-  }
-
-  done(abortUpstream: boolean): void {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = undefined;
-    this.clientSignal.removeEventListener('abort', this.onClientAbort);
-    if (abortUpstream && !this.controller.signal.aborted) this.controller.abort(new DOMException('attempt finished', 'AbortError'));
-  }
+interface AttemptRecord {
+  target: string;
+  outcome: string;
 }
+
+const OP_NAME: Record<Operation, string> = { chat: 'chat completions', completions: 'legacy completions', embeddings: 'embeddings' };
 
 export class Router {
   constructor(
     private readonly config: Config,
     private readonly registry: BackendRegistry,
+    readonly health: HealthState = new HealthState(config.routing.breaker),
+    private readonly clock: Clock = systemClock,
+    private readonly rand: () => number = Math.random,
   ) {}
 
   publicModels(): string[] {
     return Object.keys(this.config.models);
   }
 
-  resolve(publicModel: string): ResolvedTarget[] {
+  private model(publicModel: string): ModelConfig {
     const m = Object.hasOwn(this.config.models, publicModel) ? this.config.models[publicModel] : undefined;
     if (!m) throw modelNotFound(publicModel);
+    return m;
+  }
+
+  resolve(publicModel: string): ResolvedTarget[] {
     const out: ResolvedTarget[] = [];
-    for (const t of m.targets) {
+    for (const t of this.model(publicModel).targets) {
       const entry = this.registry.get(t.backend);
       if (entry) out.push({ publicModel, backend: t.backend, model: t.model, target: t, entry });
     }
     return out;
   }
 
-  /** Runs `call` against each target in order until one succeeds. */
-  async run<T>(
-    publicModel: string,
-    op: Operation,
-    requestId: string,
-    clientSignal: AbortSignal,
-    call: (t: ResolvedTarget, ctx: CallContext) => Promise<T>,
-  ): Promise<Routed<T>> {
-    const targets = this.usable(publicModel, op);
-    let attempts = 0;
-    const failures: GatewayError[] = [];
-    for (const t of targets) {
-      if (t.entry.unconfigured) {
-        failures.push(notConfigured(t));
-        continue;
-      }
-      attempts++;
-      const a = new Attempt(clientSignal);
-      a.arm(t.entry.config.timeout_ms, 'respond');
-      try {
-        const result = await call(t, a.ctx(requestId));
-        a.done(false);
-        return { result, target: t, attempts };
-      } catch (err) {
-        a.done(false);
-        const e = this.classify(err, a, t, clientSignal);
-        if (!e.retryable) throw finalize(e, attempts);
-        failures.push(e);
-      }
-    }
-    throw finalize(pickError(failures, publicModel), attempts);
-  }
-
-  /**
-   * Opens a stream on each target in order until one reaches its commit point, then hands the
-   * client a stream that yields the buffered chunks and the rest as they arrive.
-   */
-  async runStream<T>(
-    publicModel: string,
-    op: Operation,
-    requestId: string,
-    clientSignal: AbortSignal,
-    open: (t: ResolvedTarget, ctx: CallContext) => Promise<AsyncIterable<T>>,
-    hooks: StreamHooks<T>,
-  ): Promise<Routed<AsyncIterable<T>>> {
-    const targets = this.usable(publicModel, op);
-    let attempts = 0;
-    const failures: GatewayError[] = [];
-    for (const t of targets) {
-      if (t.entry.unconfigured) {
-        failures.push(notConfigured(t));
-        continue;
-      }
-      attempts++;
-      const a = new Attempt(clientSignal);
-      a.arm(t.entry.config.timeout_ms, 'send its first chunk');
-      let it: AsyncIterator<T> | undefined;
-      try {
-        const stream = await open(t, a.ctx(requestId));
-        it = stream[Symbol.asyncIterator]();
-        const buffered: T[] = [];
-        let completed = false;
-        for (;;) {
-          const r = await it.next();
-          if (r.done) {
-            if (a.timedOut || a.controller.signal.aborted) throw abortedError(a, t, clientSignal);
-            if (buffered.length === 0 || !buffered.some((c) => hooks.completes(c))) {
-              throw upstreamMalformed(t.backend, 'the stream ended before any content');
-            }
-            completed = true;
-            break;
-          }
-          buffered.push(r.value);
-          if (hooks.completes(r.value)) completed = true;
-          if (hooks.commits(r.value) || buffered.length >= MAX_PRECOMMIT_CHUNKS) break;
-        }
-        const idle = t.entry.config.stream_idle_timeout_ms;
-        a.arm(idle, `send the next chunk within the stream idle timeout`);
-        return { result: this.committed(it, buffered, completed, a, t, clientSignal, hooks), target: t, attempts };
-      } catch (err) {
-        a.done(true);
-        void it?.return?.(undefined)?.catch(() => {});
-        const e = this.classify(err, a, t, clientSignal);
-        if (!e.retryable) throw finalize(e, attempts);
-        failures.push(e);
-      }
-    }
-    throw finalize(pickError(failures, publicModel), attempts);
-  }
-
-  private async *committed<T>(
-    it: AsyncIterator<T>,
-    buffered: T[],
-    completedAlready: boolean,
-    a: Attempt,
-    t: ResolvedTarget,
-    clientSignal: AbortSignal,
-    hooks: StreamHooks<T>,
-  ): AsyncGenerator<T> {
-    let completed = completedAlready;
-    let finished = false;
-    try {
-      for (const c of buffered) yield c;
-      buffered.length = 0;
-      for (;;) {
-        let r: IteratorResult<T>;
-        try {
-          r = await it.next();
-        } catch (err) {
-          throw this.classify(err, a, t, clientSignal);
-        }
-        if (r.done) {
-          if (a.timedOut || a.controller.signal.aborted) throw abortedError(a, t, clientSignal);
-          if (!completed) throw truncated(t);
-          finished = true;
-          return;
-        }
-        a.refresh();
-        if (!completed && hooks.completes(r.value)) completed = true;
-        yield r.value;
-      }
-    } finally {
-      a.done(!finished);
-      if (!finished) void it.return?.(undefined)?.catch(() => {});
-    }
-  }
-
-  private usable(publicModel: string, op: Operation): ResolvedTarget[] {
-    const all = this.resolve(publicModel);
-    const cap = CAPABILITY[op];
-    const ok = all.filter((t) => t.entry.llm.capabilities[cap]);
-    if (ok.length === 0) {
-      const what = op === 'chat' ? 'chat completions' : op === 'completions' ? 'legacy completions' : 'embeddings';
-      throw new GatewayError(`The model '${publicModel}' does not support ${what}.`, {
+  /** The targets to try, in order: capability and pin filters, then the policy, then capacity. */
+  plan(req: RouteRequest): ResolvedTarget[] {
+    const m = this.model(req.publicModel);
+    let targets = this.resolve(req.publicModel).filter((t) => t.entry.llm.capabilities[req.op]);
+    if (targets.length === 0) {
+      throw new GatewayError(`The model '${req.publicModel}' does not support ${OP_NAME[req.op]}.`, {
         status: 400,
         type: 'invalid_request_error',
         param: 'model',
         code: 'model_not_supported',
       });
     }
-    return ok;
+    if (req.pinBackend !== undefined) {
+      const pinned = targets.filter((t) => t.backend === req.pinBackend);
+      if (pinned.length === 0) {
+        throw new GatewayError(
+          `The model '${req.publicModel}' has no target on backend '${req.pinBackend}' (it has: ${[...new Set(targets.map((t) => t.backend))].join(', ')}).`,
+          { status: 400, type: 'invalid_request_error', param: 'x-switchyard-backend', code: 'invalid_pin' },
+        );
+      }
+      targets = pinned;
+    }
+    const now = this.clock.now();
+    const cands: PolicyCandidate[] = targets.map((t) => {
+      const h = this.health.get(t.backend, t.model);
+      return { weight: t.target.weight, price: t.target.price, failureRate: h.breaker.failureRate(now), latency: h.stats.estimate() };
+    });
+    const order = orderTargets(m.policy as PolicyName, cands, {
+      promptTokens: req.promptTokens,
+      maxOutputTokens: req.maxOutputTokens ?? this.config.routing.default_max_tokens_estimate,
+      stream: req.stream,
+      rand: this.rand,
+      stickyKey: m.sticky && req.stickyKey !== undefined ? `${req.stickyKey}\u0000${req.publicModel}` : undefined,
+      exploreRate: this.config.routing.explore_rate,
+      now,
+      staleMs: this.config.routing.stale_ms,
+    });
+    if (order.length === 0 && req.pinBackend !== undefined) {
+      // weighted leaves out weight-0 targets; config guarantees a live one, so only a pin gets here
+      throw new GatewayError(`The model '${req.publicModel}' takes no traffic on backend '${req.pinBackend}': its target there has weight 0 (drained).`, {
+        status: 400,
+        type: 'invalid_request_error',
+        param: 'x-switchyard-backend',
+        code: 'invalid_pin',
+      });
+    }
+    return byCapacity(order.map((i) => targets[i] as ResolvedTarget));
+  }
+
+  /** Runs `call` on the planned targets until one succeeds. */
+  async run<T>(req: RouteRequest, call: (t: ResolvedTarget, ctx: CallContext) => Promise<T>): Promise<Routed<T>> {
+    return this.chain(req, async (t, a, h, remaining) => {
+      const started = this.clock.now();
+      a.arm(Math.min(this.timeoutFor(t), remaining), 'respond');
+      const result = await call(t, a.ctx(req.requestId));
+      a.done(false);
+      const now = this.clock.now();
+      h.breaker.record('success', now);
+      h.stats.observeSuccess(now, now - started);
+      return result;
+    });
+  }
+
+  /**
+   * Opens a stream on the planned targets until one reaches its commit point, then hands the client
+   * a stream of the buffered chunks and the rest as they arrive.
+   */
+  async runStream<T>(
+    req: RouteRequest,
+    open: (t: ResolvedTarget, ctx: CallContext) => Promise<AsyncIterable<T>>,
+    hooks: StreamHooks<T>,
+  ): Promise<Routed<AsyncIterable<T>>> {
+    return this.chain(req, (t, a, h, remaining) =>
+      openCommitted({
+        attempt: a,
+        clientSignal: req.signal,
+        target: t,
+        health: h,
+        clock: this.clock,
+        firstTokenTimeoutMs: Math.min(this.firstTokenTimeoutFor(t), remaining),
+        idleTimeoutMs: t.entry.config.stream_idle_timeout_ms,
+        open: () => open(t, a.ctx(req.requestId)),
+        hooks,
+        classify: (err) => this.classify(err, a, t, req.signal),
+      }),
+    );
+  }
+
+  private timeoutFor(t: ResolvedTarget): number {
+    return t.target.timeout_ms ?? t.entry.config.timeout_ms;
+  }
+
+  private firstTokenTimeoutFor(t: ResolvedTarget): number {
+    return t.target.first_token_timeout_ms ?? t.entry.config.first_token_timeout_ms ?? this.timeoutFor(t);
+  }
+
+  private async chain<T>(
+    req: RouteRequest,
+    exec: (t: ResolvedTarget, a: Attempt, h: TargetHealth, remainingMs: number) => Promise<T>,
+  ): Promise<Routed<T>> {
+    const m = this.model(req.publicModel);
+    const targets = this.plan(req);
+    const retryCfg = m.retry ?? this.config.routing.retry;
+    const budget = Math.min(m.deadline_ms ?? this.config.routing.deadline_ms, req.deadlineMs ?? Number.POSITIVE_INFINITY);
+    const deadline = this.clock.now() + budget;
+    const records: AttemptRecord[] = [];
+    const skips: GatewayError[] = [];
+    let attempts = 0;
+    let last: GatewayError | undefined;
+    let soonest = Number.POSITIVE_INFINITY;
+
+    for (const t of targets) {
+      const name = `${t.backend}/${t.model}`;
+      const skip = skipReason(t);
+      if (skip) {
+        records.push({ target: name, outcome: `skipped: ${skip.message}` });
+        skips.push(skip);
+        continue;
+      }
+      const h = this.health.get(t.backend, t.model);
+      for (let retry = 0; ; retry++) {
+        if (req.signal.aborted) throw finalize(clientClosed(), attempts);
+        const now = this.clock.now();
+        const remaining = deadline - now;
+        if (remaining <= 0) throw finalize(deadlineExceeded(req.publicModel, budget, records), attempts);
+        if (!h.breaker.tryAcquire(now)) {
+          const wait = h.breaker.retryInMs(now);
+          soonest = Math.min(soonest, wait);
+          records.push({ target: name, outcome: `skipped: circuit open (retry in ${Math.ceil(wait / 1000)} s)` });
+          break;
+        }
+        attempts++;
+        const a = new Attempt(req.signal);
+        try {
+          const result = await exec(t, a, h, remaining);
+          return { result, target: t, attempts };
+        } catch (err) {
+          a.done(true);
+          const e = this.classify(err, a, t, req.signal);
+          const d = disposition(e);
+          h.breaker.record(d === 'fatal' ? 'neutral' : 'failure', this.clock.now());
+          if (d !== 'fatal') h.stats.observeFailure(this.clock.now());
+          if (d === 'fatal') throw finalize(e, attempts);
+          last = e;
+          records.push({ target: name, outcome: `${e.status} ${e.code ?? e.type}: ${e.message}` });
+          if (d === 'failover' || retry >= retryCfg.max_retries) break;
+          const wait = backoffMs(retry + 1, retryCfg, this.rand, e.retryAfter);
+          if (wait > this.config.routing.max_retry_wait_ms || this.clock.now() + wait >= deadline) break;
+          try {
+            await this.clock.sleep(wait, req.signal);
+          } catch {
+            throw finalize(clientClosed(), attempts);
+          }
+        }
+      }
+    }
+    throw finalize(exhausted(req.publicModel, records, last, skips, soonest), attempts);
   }
 
   private classify(err: unknown, a: Attempt, t: ResolvedTarget, clientSignal: AbortSignal): GatewayError {
     if (clientSignal.aborted) return clientClosed();
-    if (a.timedOut) return upstreamTimeout(t.backend, timeoutMsFor(a, t), a.timedOut);
-    const e = asGatewayError(err);
-    if (e.status === 500 && e.code === 'internal_error' && !(err instanceof GatewayError)) {
-      // An error the backend did not classify: treat as an upstream failure worth failing over.
-      const g = new GatewayError(`Backend "${t.backend}" failed: ${err instanceof Error ? err.message : 'unknown error'}.`, {
-        status: 502,
-        type: 'upstream_error',
-        code: 'upstream_error',
-        retryable: true,
-        cause: err,
-      });
-      g.backend = t.backend;
-      return g;
+    if (a.timedOut) return upstreamTimeout(t.backend, a.timeoutMs, a.timedOut);
+    if (err instanceof GatewayError) {
+      err.backend ??= t.backend;
+      return err;
     }
-    e.backend ??= t.backend;
-    return e;
+    // An error the backend did not classify: an upstream failure worth failing over.
+    const g = new GatewayError(`Backend "${t.backend}" failed: ${err instanceof Error ? err.message : 'unknown error'}.`, {
+      status: 502,
+      type: 'upstream_error',
+      code: 'upstream_error',
+      retryable: true,
+      cause: err,
+    });
+    g.backend = t.backend;
+    return asGatewayError(g);
   }
 }
 
-function timeoutMsFor(a: Attempt, t: ResolvedTarget): number {
-  return a.timedOut?.includes('idle') ? t.entry.config.stream_idle_timeout_ms : t.entry.config.timeout_ms;
+/** Why a target cannot be tried at all right now, or undefined. */
+function skipReason(t: ResolvedTarget): GatewayError | undefined {
+  const mk = (message: string, code: string): GatewayError => {
+    const e = new GatewayError(message, { status: 503, type: 'service_unavailable_error', code, retryable: true });
+    e.backend = t.backend;
+    return e;
+  };
+  if (t.entry.unconfigured) return mk(`backend "${t.backend}" is not configured (its api_key is empty)`, 'backend_not_configured');
+  if (t.entry.status === 'loading') return mk(`backend "${t.backend}" is still loading`, 'backend_not_ready');
+  if (t.entry.status === 'failed') return mk(`backend "${t.backend}" failed to load: ${t.entry.loadError ?? 'unknown error'}`, 'backend_not_ready');
+  return undefined;
 }
 
-function abortedError(a: Attempt, t: ResolvedTarget, clientSignal: AbortSignal): GatewayError {
-  if (clientSignal.aborted) return clientClosed();
-  if (a.timedOut) return upstreamTimeout(t.backend, timeoutMsFor(a, t), a.timedOut);
-  return truncated(t);
-}
-
-function truncated(t: ResolvedTarget): GatewayError {
-  const e = new GatewayError(`Backend "${t.backend}" ended the stream before the answer was complete.`, {
-    status: 502,
-    type: 'upstream_error',
-    code: 'upstream_stream_truncated',
-    retryable: true,
+/**
+ * Local servers report capacity: among consecutive targets that do, the least busy goes first, and a
+ * full target moves behind every target that is not full (busy, not broken: still a fallback).
+ */
+function byCapacity(order: ResolvedTarget[]): ResolvedTarget[] {
+  const load = order.map((t) => {
+    const c = t.entry.llm.capacity?.();
+    return c && c.total > 0 ? c.busy / c.total : undefined;
   });
-  e.backend = t.backend;
-  return e;
+  if (load.every((l) => l === undefined)) return order;
+  const idx = order.map((_, i) => i);
+  // least-busy within runs of capacity-reporting targets
+  for (let i = 0; i < idx.length; ) {
+    if (load[i] === undefined) {
+      i++;
+      continue;
+    }
+    let j = i;
+    while (j < idx.length && load[j] !== undefined) j++;
+    const run = idx.slice(i, j).sort((a, b) => (load[a] as number) - (load[b] as number) || a - b);
+    idx.splice(i, j - i, ...run);
+    i = j;
+  }
+  const notFull = idx.filter((i) => (load[i] ?? 0) < 1);
+  const full = idx.filter((i) => (load[i] ?? 0) >= 1);
+  return [...notFull, ...full].map((i) => order[i] as ResolvedTarget);
 }
 
-function notConfigured(t: ResolvedTarget): GatewayError {
-  const e = new GatewayError(`Backend "${t.backend}" is not configured (its api_key is empty).`, {
+function deadlineExceeded(publicModel: string, budget: number, records: AttemptRecord[]): GatewayError {
+  const tried = records.length > 0 ? ` Attempts: ${records.map((r) => `${r.target} → ${r.outcome}`).join('; ')}.` : '';
+  return new GatewayError(`No target of model '${publicModel}' answered within the request deadline of ${budget} ms.${tried}`, {
+    status: 504,
+    type: 'timeout_error',
+    code: 'deadline_exceeded',
+  });
+}
+
+/** The one error for a request that nothing served: lists every attempt, keeps the last status. */
+function exhausted(publicModel: string, records: AttemptRecord[], last: GatewayError | undefined, skips: GatewayError[], soonestMs: number): GatewayError {
+  const list = records.map((r) => `${r.target} → ${r.outcome}`).join('; ');
+  if (last) {
+    const e = new GatewayError(records.length > 1 ? `All targets of model '${publicModel}' failed: ${list}.` : last.message, {
+      status: last.status,
+      type: last.type,
+      code: last.code,
+      param: last.param,
+      retryAfter: last.retryAfter,
+      cause: last,
+    });
+    e.backend = last.backend;
+    return e;
+  }
+  if (Number.isFinite(soonestMs)) {
+    return new GatewayError(`Every target of model '${publicModel}' is unavailable: ${list}.`, {
+      status: 503,
+      type: 'service_unavailable_error',
+      code: 'circuit_open',
+      retryAfter: Math.max(1, Math.ceil(soonestMs / 1000)),
+    });
+  }
+  const notConfigured = skips.length > 0 && skips.every((s) => s.code === 'backend_not_configured');
+  if (notConfigured) {
+    const names = skips.map((s) => `"${s.backend ?? '?'}"`).join(', ');
+    return new GatewayError(
+      `No backend of model '${publicModel}' is configured: ${names} ${skips.length > 1 ? 'have' : 'has'} no API key. Set the key's environment variable and restart the gateway.`,
+      { status: 503, type: 'service_unavailable_error', code: 'backend_not_configured', retryAfter: 60 },
+    );
+  }
+  return new GatewayError(`No target of model '${publicModel}' can serve right now: ${list}.`, {
     status: 503,
     type: 'service_unavailable_error',
-    code: 'backend_not_configured',
-    retryable: true,
+    code: 'backend_not_ready',
+    retryAfter: 5,
   });
-  e.backend = t.backend;
-  return e;
-}
-
-/** The error that best explains why nothing served the request. */
-function pickError(failures: GatewayError[], publicModel: string): GatewayError {
-  const real = failures.filter((f) => f.code !== 'backend_not_configured');
-  const last = real[real.length - 1];
-  if (last) return last;
-  const names = failures.map((f) => `"${f.backend ?? '?'}"`).join(', ');
-  return new GatewayError(
-    `No backend of model '${publicModel}' is configured: ${names} ${failures.length > 1 ? 'have' : 'has'} no API key. Set the key's environment variable and restart the gateway.`,
-    { status: 503, type: 'service_unavailable_error', code: 'backend_not_configured', retryAfter: 60 },
-  );
 }
 
 function finalize(e: GatewayError, attempts: number): GatewayError {

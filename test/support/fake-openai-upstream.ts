@@ -40,6 +40,8 @@ export type Behaviour =
       finishReason?: string;
       usage?: { prompt_tokens: number; completion_tokens: number };
       headers?: Record<string, string>;
+      /** wait this long before answering (a slow but healthy upstream) */
+      delayMs?: number;
     }
   | {
       kind: 'stream';
@@ -578,6 +580,8 @@ class FakeUpstreamImpl implements FakeUpstream {
       pieces = b.chunks ?? (b.toolCalls ? [] : splitWords(defaultContent));
       content = pieces.length > 0 || toolCalls.length === 0 ? pieces.join('') : null;
     } else if (b?.kind === 'reply') {
+      if (b.delayMs !== undefined && b.delayMs > 0) await sleep(b.delayMs);
+      if (ctx.res.destroyed) return;
       toolCalls = chat ? (b.toolCalls ?? []) : [];
       content = b.content ?? (toolCalls.length > 0 ? null : defaultContent);
       pieces = content === null ? [] : splitWords(content);

@@ -1,0 +1,812 @@
+/**
+ * End-to-end tests of the routing engine (issue 4) through a real gateway and fault-injecting fake
+ * OpenAI-compatible upstreams, with retries and the circuit breaker switched ON (failover.test.ts
+ * and streaming.test.ts run with both off): retries of the same target and their backoff, the
+ * breaker's open / half-open / closed cycle, the weighted / sticky / cost / latency policies,
+ * per-request control headers (pin, deadline), the one error when everything fails, and streams
+ * (failover before the commit point, an error after it, the time-to-first-token timeout).
+ *
+ * Timing assertions are deliberately loose (the machine is noisy): lower bounds where a wait must
+ * have happened, generous upper bounds only where "at once" must be told apart from a long wait.
+ * Breaker state is per (backend, upstream model), so tests that open breakers use their own
+ * upstream model names, and each describe has its own gateway and fakes.
+ */
+import { after, afterEach, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import OpenAI from 'openai';
+import { startFakeOpenAI, type Behaviour, type FakeUpstream } from './support/fake-openai-upstream.ts';
+import { startGateway, type TestGateway } from './support/gateway.ts';
+
+const KEY_A = 'sk-test-a-secret';
+const KEY_B = 'sk-test-b-secret';
+const KEY_C = 'sk-test-c-secret';
+
+const err500: Behaviour = { kind: 'error', status: 500, message: 'internal failure' };
+const err503: Behaviour = { kind: 'error', status: 503, message: 'overloaded' };
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+interface Reply {
+  status: number;
+  headers: Headers;
+  text: string;
+  json: unknown;
+  /** wall-clock ms from sending the request to having the whole body */
+  ms: number;
+}
+
+/** Raw POST /v1/chat/completions, for when the headers matter. */
+async function post(gw: TestGateway, body: Record<string, unknown>, headers: Record<string, string> = {}): Promise<Reply> {
+  const t0 = performance.now();
+  const res = await fetch(`${gw.baseURL}/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify({ messages: [{ role: 'user', content: 'hi' }], ...body }),
+  });
+  const text = await res.text();
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: res.status, headers: res.headers, text, json, ms: performance.now() - t0 };
+}
+
+/** The OpenAI error envelope's `error` object. */
+function errorOf(r: Reply): { message: string; type: string; param: unknown; code: unknown } {
+  assert.ok(isRecord(r.json) && isRecord(r.json['error']), `an OpenAI error envelope, got ${r.status} ${r.text}`);
+  const e = r.json['error'];
+  assert.equal(typeof e['message'], 'string');
+  assert.equal(typeof e['type'], 'string');
+  return { message: e['message'] as string, type: e['type'] as string, param: e['param'], code: e['code'] };
+}
+
+function sdk(gw: TestGateway, apiKey = 'unused'): OpenAI {
+  return new OpenAI({ baseURL: gw.baseURL, apiKey, maxRetries: 0 });
+}
+
+interface Served {
+  content: string;
+  backend: string | null;
+  attempts: string | null;
+}
+
+/** One non-streaming chat completion through the SDK. */
+async function ask(client: OpenAI, model: string, headers?: Record<string, string>): Promise<Served> {
+  const { data, response } = await client.chat.completions
+    .create({ model, messages: [{ role: 'user', content: 'hi' }] }, headers ? { headers } : undefined)
+    .withResponse();
+  return {
+    content: data.choices[0]?.message.content ?? '',
+    backend: response.headers.get('x-switchyard-backend'),
+    attempts: response.headers.get('x-switchyard-attempts'),
+  };
+}
+
+/** One streaming chat completion through the SDK, read to the end. */
+async function askStream(client: OpenAI, model: string): Promise<Served> {
+  const { data: stream, response } = await client.chat.completions
+    .create({ model, messages: [{ role: 'user', content: 'hi' }], stream: true })
+    .withResponse();
+  let content = '';
+  for await (const chunk of stream) content += chunk.choices[0]?.delta?.content ?? '';
+  return { content, backend: response.headers.get('x-switchyard-backend'), attempts: response.headers.get('x-switchyard-attempts') };
+}
+
+/** Records (performance.now()) when each new request reaches `fake`, polling every ~2 ms. */
+function watchArrivals(fake: FakeUpstream): { times: number[]; stop(): void } {
+  const times: number[] = [];
+  let seen = fake.requests.length;
+  const timer = setInterval(() => {
+    while (seen < fake.requests.length) {
+      times.push(performance.now());
+      seen++;
+    }
+  }, 2);
+  return { times, stop: () => clearInterval(timer) };
+}
+
+function share<T>(xs: readonly T[], x: T): number {
+  return xs.filter((v) => v === x).length / xs.length;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+describe('retries of the same target, deadlines, pins and the all-failed error', () => {
+  let fakeA: FakeUpstream;
+  let fakeB: FakeUpstream;
+  let gw: TestGateway;
+  let client: OpenAI;
+
+  before(async () => {
+    fakeA = await startFakeOpenAI({ apiKey: KEY_A });
+    fakeB = await startFakeOpenAI({ apiKey: KEY_B });
+    gw = await startGateway(`
+# Retries ON with a short backoff; the breaker is off here (it has its own describe below).
+routing:
+  retry: { max_retries: 2, base_delay_ms: 20, max_delay_ms: 40 }
+  max_retry_wait_ms: 1500
+  breaker: { consecutive_failures: 0, min_requests: 1000000 }
+backends:
+  alpha: { type: openai, base_url: "${fakeA.url}", api_key: "${KEY_A}", timeout_ms: 5000 }
+  bravo: { type: openai, base_url: "${fakeB.url}", api_key: "${KEY_B}", timeout_ms: 5000 }
+  patient: { type: openai, base_url: "${fakeA.url}", api_key: "${KEY_A}", timeout_ms: 20000 }
+models:
+  m: { targets: [ { backend: alpha, model: alpha-model }, { backend: bravo, model: bravo-model } ] }
+  no-retry:
+    retry: { max_retries: 0 }
+    targets: [ { backend: alpha, model: alpha-model }, { backend: bravo, model: bravo-model } ]
+  one-retry:
+    retry: { max_retries: 1, base_delay_ms: 20, max_delay_ms: 40 }
+    targets: [ { backend: alpha, model: alpha-model }, { backend: bravo, model: bravo-model } ]
+  slow: { targets: [ { backend: patient, model: slow-model } ] }
+`);
+    client = sdk(gw);
+  });
+
+  afterEach(() => {
+    fakeA.reset();
+    fakeB.reset();
+  });
+
+  after(async () => {
+    await gw?.close();
+    await fakeA?.close();
+    await fakeB?.close();
+  });
+
+  describe('retries', () => {
+    test('503 once, then OK → served by the same target on its second attempt', async () => {
+      fakeA.enqueue(err503);
+      const r = await ask(client, 'm');
+      assert.equal(r.content, 'Hello from alpha-model');
+      assert.equal(r.backend, 'alpha');
+      assert.equal(r.attempts, '2');
+      assert.equal(fakeA.requests.length, 2, 'alpha saw the first try and the retry');
+      assert.equal(fakeB.requests.length, 0, 'no failover');
+    });
+
+    test('with retry.max_retries: 0 on the model → fails over instead', async () => {
+      fakeA.enqueue(err503);
+      const r = await ask(client, 'no-retry');
+      assert.equal(r.content, 'Hello from bravo-model');
+      assert.equal(r.backend, 'bravo');
+      assert.equal(r.attempts, '2');
+      assert.equal(fakeA.requests.length, 1);
+      assert.equal(fakeB.requests.length, 1);
+    });
+
+    test('the backoff honours retry-after-ms from the upstream', async () => {
+      fakeA.enqueue({ kind: 'error', status: 503, message: 'busy', headers: { 'retry-after-ms': '300' } });
+      const w = watchArrivals(fakeA);
+      try {
+        const r = await ask(client, 'm');
+        assert.equal(r.backend, 'alpha');
+        assert.equal(r.attempts, '2');
+      } finally {
+        w.stop();
+      }
+      assert.equal(fakeA.requests.length, 2);
+      const [first, second] = w.times;
+      assert.ok(first !== undefined && second !== undefined, `two arrivals, got ${w.times.length}`);
+      // the configured backoff is ≤ 40 ms, so a gap this long can only come from retry-after-ms
+      assert.ok(second - first >= 250, `second request ${Math.round(second - first)} ms after the first, expected ≥ ~300`);
+    });
+
+    test('a retry-after longer than routing.max_retry_wait_ms moves to the next target at once', async () => {
+      fakeA.enqueue({ kind: 'error', status: 503, message: 'come back later', headers: { 'retry-after': '30' } });
+      const t0 = performance.now();
+      const r = await ask(client, 'm');
+      const ms = performance.now() - t0;
+      assert.equal(r.backend, 'bravo');
+      assert.equal(r.attempts, '2');
+      assert.equal(fakeA.requests.length, 1, 'alpha was not retried');
+      assert.ok(ms < 1500, `answered after ${Math.round(ms)} ms; it must not wait for retry-after (30 s) nor max_retry_wait_ms`);
+    });
+
+    test('a 429 with a short retry-after is retried on the same target', async () => {
+      fakeA.enqueue({ kind: 'error', status: 429, message: 'slow down', headers: { 'retry-after-ms': '50' } });
+      const r = await ask(client, 'm');
+      assert.equal(r.backend, 'alpha');
+      assert.equal(r.attempts, '2');
+      assert.equal(fakeB.requests.length, 0);
+    });
+
+    test('a client that goes away during the backoff stops the retry', async () => {
+      fakeA.enqueue({ kind: 'error', status: 503, message: 'busy', headers: { 'retry-after-ms': '1000' } });
+      const ac = new AbortController();
+      const pending = fetch(`${gw.baseURL}/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }),
+        signal: ac.signal,
+      });
+      const start = performance.now();
+      while (fakeA.requests.length === 0 && performance.now() - start < 2000) await sleep(5);
+      await sleep(100);
+      ac.abort();
+      await assert.rejects(pending);
+      await sleep(1300);
+      assert.equal(fakeA.requests.length, 1, 'no retry after the client left');
+      assert.equal(fakeB.requests.length, 0, 'no failover after the client left');
+    });
+
+    test('a client-fault 400 → no retry, no failover, 1 attempt', async () => {
+      fakeA.enqueue({ kind: 'error', status: 400, message: 'bad value for temperature', param: 'temperature', code: 'invalid_value' });
+      const r = await post(gw, { model: 'm' });
+      assert.equal(r.status, 400);
+      const e = errorOf(r);
+      assert.equal(e.message, 'bad value for temperature');
+      assert.equal(e.param, 'temperature');
+      assert.equal(r.headers.get('x-switchyard-attempts'), '1');
+      assert.equal(fakeA.requests.length, 1);
+      assert.equal(fakeB.requests.length, 0);
+    });
+  });
+
+  describe('per-request control headers', () => {
+    test('x-switchyard-backend pins the request to that backend even though another is first', async () => {
+      const r = await ask(client, 'm', { 'x-switchyard-backend': 'bravo' });
+      assert.equal(r.backend, 'bravo');
+      assert.equal(r.content, 'Hello from bravo-model');
+      assert.equal(r.attempts, '1');
+      assert.equal(fakeA.requests.length, 0);
+    });
+
+    test('a pinned target is not failed over away from', async () => {
+      fakeB.enqueue(err500, err500, err500);
+      const r = await post(gw, { model: 'm' }, { 'x-switchyard-backend': 'bravo' });
+      assert.equal(r.status, 502, r.text);
+      assert.equal(r.headers.get('x-switchyard-attempts'), '3', 'one try and two retries, all on bravo');
+      assert.equal(fakeA.requests.length, 0);
+      assert.equal(fakeB.requests.length, 3);
+    });
+
+    for (const pin of ['patient', 'no-such-backend']) {
+      test(`a pin to a backend the model has no target on ("${pin}") → 400 invalid_pin`, async () => {
+        await assert.rejects(ask(client, 'm', { 'x-switchyard-backend': pin }), (err: unknown) => {
+          assert.ok(err instanceof OpenAI.BadRequestError, `got ${String(err)}`);
+          assert.equal(err.status, 400);
+          assert.equal(err.code, 'invalid_pin');
+          assert.equal(err.param, 'x-switchyard-backend');
+          return true;
+        });
+        assert.equal(fakeA.requests.length + fakeB.requests.length, 0, 'no upstream call');
+      });
+    }
+
+    test('x-switchyard-deadline-ms bounds a request to a hanging upstream long before timeout_ms', async () => {
+      fakeA.enqueue({ kind: 'hang' });
+      const r = await post(gw, { model: 'slow' }, { 'x-switchyard-deadline-ms': '300' });
+      assert.equal(r.status, 504, r.text);
+      const e = errorOf(r);
+      assert.ok(e.code === 'deadline_exceeded' || e.code === 'upstream_timeout', `code ${String(e.code)}`);
+      assert.ok(r.ms >= 250, `gave up after ${Math.round(r.ms)} ms, before the 300 ms deadline`);
+      assert.ok(r.ms < 5000, `gave up after ${Math.round(r.ms)} ms; timeout_ms is 20000, the deadline 300`);
+      assert.equal(fakeA.requests.length, 1);
+    });
+
+    test("the SDK's x-stainless-timeout (seconds) caps a longer x-switchyard-deadline-ms", async () => {
+      fakeA.enqueue({ kind: 'hang' });
+      const r = await post(gw, { model: 'slow' }, { 'x-switchyard-deadline-ms': '60000', 'x-stainless-timeout': '1' });
+      assert.equal(r.status, 504, r.text);
+      assert.ok(r.ms >= 800, `gave up after ${Math.round(r.ms)} ms, before the 1 s cap`);
+      assert.ok(r.ms < 8000, `gave up after ${Math.round(r.ms)} ms; the cap is 1 s`);
+    });
+
+    for (const bad of ['soon', '0', '-5']) {
+      test(`an invalid x-switchyard-deadline-ms ("${bad}") → 400`, async () => {
+        const r = await post(gw, { model: 'm' }, { 'x-switchyard-deadline-ms': bad });
+        assert.equal(r.status, 400, r.text);
+        const e = errorOf(r);
+        assert.equal(e.type, 'invalid_request_error');
+        assert.equal(e.param, 'x-switchyard-deadline-ms');
+        assert.equal(fakeA.requests.length + fakeB.requests.length, 0);
+      });
+    }
+  });
+
+  describe('when every target fails', () => {
+    test('one error listing every attempt, the last status, x-should-retry: false, attempts = upstream calls', async () => {
+      fakeA.enqueue(err503, err503);
+      fakeB.enqueue(err500, err500);
+      const r = await post(gw, { model: 'one-retry' });
+      const calls = fakeA.requests.length + fakeB.requests.length;
+      assert.equal(calls, 4, 'two tries on each target');
+      // alpha answered 503 (→ 503), bravo 500 (→ 502): the status is the last one's
+      assert.equal(r.status, 502, r.text);
+      const e = errorOf(r);
+      assert.match(e.message, /alpha/);
+      assert.match(e.message, /bravo/);
+      assert.equal(r.headers.get('x-should-retry'), 'false');
+      assert.equal(r.headers.get('x-switchyard-attempts'), String(calls));
+      assert.ok(!r.text.includes(KEY_A) && !r.text.includes(KEY_B), 'no upstream key in the error');
+    });
+
+    test('the SDK sees the same as an APIError with status and headers', async () => {
+      fakeA.enqueue(err500, err500);
+      fakeB.enqueue(err503, err503);
+      await assert.rejects(ask(client, 'one-retry'), (err: unknown) => {
+        assert.ok(err instanceof OpenAI.APIError, `got ${String(err)}`);
+        assert.equal(err.status, 503);
+        assert.match(err.message, /alpha/);
+        assert.match(err.message, /bravo/);
+        assert.equal(err.headers?.get('x-should-retry'), 'false');
+        assert.equal(err.headers?.get('x-switchyard-attempts'), '4');
+        return true;
+      });
+    });
+  });
+
+  describe('streams', () => {
+    test('503 twice before anything was sent → retried on the same target; the client sees only clean content', async () => {
+      fakeA.enqueue(err503, err503);
+      const r = await askStream(client, 'm');
+      assert.equal(r.content, 'Hello from alpha-model');
+      assert.equal(r.backend, 'alpha');
+      assert.equal(r.attempts, '3');
+      assert.equal(fakeA.requests.length, 3);
+      assert.equal(fakeB.requests.length, 0);
+    });
+
+    test('a stream that dies after its role chunk, before any content, is retried with nothing sent', async () => {
+      fakeA.enqueue({ kind: 'stream', dropAfter: 0 });
+      const r = await askStream(client, 'm');
+      assert.equal(r.content, 'Hello from alpha-model');
+      assert.equal(r.backend, 'alpha');
+      assert.equal(r.attempts, '2');
+      assert.equal(fakeA.requests.length, 2);
+    });
+
+    test('503 twice with one retry allowed → fails over; the raw SSE body is clean and ends with [DONE]', async () => {
+      fakeA.enqueue(err503, err503);
+      const r = await post(gw, { model: 'one-retry', stream: true });
+      assert.equal(r.status, 200);
+      assert.equal(r.headers.get('x-switchyard-backend'), 'bravo');
+      assert.equal(r.headers.get('x-switchyard-attempts'), '3');
+      const events = r.text
+        .split('\n\n')
+        .filter((s) => s !== '')
+        .map((s) => {
+          assert.match(s, /^data: /);
+          return s.slice('data: '.length);
+        });
+      assert.equal(events[events.length - 1], '[DONE]');
+      let content = '';
+      for (const data of events.slice(0, -1)) {
+        const chunk: unknown = JSON.parse(data);
+        assert.ok(isRecord(chunk) && !('error' in chunk), `no error event: ${data}`);
+        const choices = chunk['choices'];
+        assert.ok(Array.isArray(choices));
+        const ch: unknown = choices[0];
+        if (isRecord(ch) && isRecord(ch['delta']) && typeof ch['delta']['content'] === 'string') content += ch['delta']['content'];
+      }
+      assert.equal(content, 'Hello from bravo-model');
+      assert.equal(fakeA.requests.length, 2);
+    });
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+
+describe('circuit breaker', () => {
+  let fakeA: FakeUpstream;
+  let fakeB: FakeUpstream;
+  let gw: TestGateway;
+  let client: OpenAI;
+
+  // Breaker state is per (backend, upstream model): every test uses its own model names.
+  const model = (name: string): string =>
+    `  ${name}: { targets: [ { backend: alpha, model: ${name}-a }, { backend: bravo, model: ${name}-b } ] }`;
+
+  before(async () => {
+    fakeA = await startFakeOpenAI({ apiKey: KEY_A });
+    fakeB = await startFakeOpenAI({ apiKey: KEY_B });
+    gw = await startGateway(`
+routing:
+  breaker: { consecutive_failures: 2, open_ms: 500, max_open_ms: 2000, min_requests: 100 }
+  retry: { max_retries: 0 }
+backends:
+  alpha: { type: openai, base_url: "${fakeA.url}", api_key: "${KEY_A}", timeout_ms: 5000 }
+  bravo: { type: openai, base_url: "${fakeB.url}", api_key: "${KEY_B}", timeout_ms: 5000 }
+models:
+${['opens', 'half-open', 'reopen', 'client-fault', 'all-open'].map(model).join('\n')}
+`);
+    client = sdk(gw);
+  });
+
+  afterEach(() => {
+    fakeA.reset();
+    fakeB.reset();
+  });
+
+  after(async () => {
+    await gw?.close();
+    await fakeA?.close();
+    await fakeB?.close();
+  });
+
+  /** Two failures on alpha, each failed over to bravo: alpha's breaker is open afterwards. */
+  async function openAlpha(m: string): Promise<void> {
+    fakeA.enqueue(err500, err500);
+    for (let i = 0; i < 2; i++) {
+      const r = await ask(client, m);
+      assert.equal(r.backend, 'bravo');
+      assert.equal(r.attempts, '2');
+    }
+    assert.equal(fakeA.requests.length, 2);
+  }
+
+  test('two failures open it: alpha gets nothing while open; after open_ms a probe goes through and its success closes it', async () => {
+    await openAlpha('opens');
+    for (let i = 0; i < 3; i++) {
+      const r = await ask(client, 'opens');
+      assert.equal(r.backend, 'bravo');
+      assert.equal(r.attempts, '1', 'an open target is skipped, not attempted');
+    }
+    assert.equal(fakeA.requests.length, 2, 'alpha received nothing while its breaker was open');
+
+    await sleep(700);
+    const probe = await ask(client, 'opens');
+    assert.equal(probe.backend, 'alpha', 'the half-open probe went to alpha');
+    assert.equal(fakeA.requests.length, 3);
+    for (let i = 0; i < 3; i++) assert.equal((await ask(client, 'opens')).backend, 'alpha', 'closed again: traffic is back on alpha');
+    assert.equal(fakeA.requests.length, 6);
+  });
+
+  test('half-open lets exactly one probe through, however many requests arrive at once', async () => {
+    await openAlpha('half-open');
+    await sleep(700);
+    fakeA.enqueue({ kind: 'reply', delayMs: 400 }); // a slow but successful probe
+    const results = await Promise.all(Array.from({ length: 6 }, () => ask(client, 'half-open')));
+    const backends = results.map((r) => r.backend);
+    assert.equal(backends.filter((b) => b === 'alpha').length, 1, `one probe on alpha, got ${backends.join(',')}`);
+    assert.equal(backends.filter((b) => b === 'bravo').length, 5);
+    assert.equal(fakeA.requests.length, 3, 'alpha saw exactly one request while half-open');
+    assert.equal((await ask(client, 'half-open')).backend, 'alpha', 'the probe succeeded: closed');
+  });
+
+  test('a failed probe reopens it for longer: the next probe comes later than the first one did', async () => {
+    await openAlpha('reopen');
+    fakeA.enqueue(err500); // the first probe fails
+    const opened = performance.now();
+    const probes: number[] = [];
+    while (probes.length < 2 && performance.now() - opened < 6000) {
+      const before = fakeA.requests.length;
+      const sent = performance.now();
+      const r = await ask(client, 'reopen');
+      if (fakeA.requests.length > before) {
+        probes.push(sent);
+        assert.equal(r.backend, probes.length === 1 ? 'bravo' : 'alpha', 'the first probe fails over, the second succeeds');
+      } else {
+        assert.equal(r.backend, 'bravo');
+        assert.equal(r.attempts, '1');
+      }
+      await sleep(20);
+    }
+    const [p1, p2] = probes;
+    assert.ok(p1 !== undefined && p2 !== undefined, `two probes within 6 s, got ${probes.length}`);
+    const firstWait = p1 - opened;
+    const secondWait = p2 - p1;
+    assert.ok(firstWait >= 400, `first probe ${Math.round(firstWait)} ms after opening, expected ≥ ~500 (open_ms)`);
+    assert.ok(secondWait >= 850, `second probe ${Math.round(secondWait)} ms after the first, expected ≥ ~1000 (open_ms × 2)`);
+    assert.ok(secondWait > firstWait, `the reopened period (${Math.round(secondWait)} ms) is longer than the first (${Math.round(firstWait)} ms)`);
+    assert.equal(fakeA.requests.length, 4, 'two failures and two probes, nothing else');
+    assert.equal((await ask(client, 'reopen')).backend, 'alpha', 'the second probe closed it');
+  });
+
+  test('client-fault 400s never open it', async () => {
+    fakeA.enqueue(
+      { kind: 'error', status: 400, message: 'bad request 1' },
+      { kind: 'error', status: 400, message: 'bad request 2' },
+      { kind: 'error', status: 400, message: 'bad request 3' },
+    );
+    for (let i = 0; i < 3; i++) {
+      const r = await post(gw, { model: 'client-fault' });
+      assert.equal(r.status, 400);
+      assert.equal(r.headers.get('x-switchyard-attempts'), '1');
+    }
+    const r = await ask(client, 'client-fault');
+    assert.equal(r.backend, 'alpha', 'still closed after three 400s');
+    assert.equal(fakeA.requests.length, 4);
+    assert.equal(fakeB.requests.length, 0);
+  });
+
+  test('every target open → 503 circuit_open with retry-after, at once and without an upstream call', async () => {
+    fakeA.enqueue(err500, err500);
+    fakeB.enqueue(err500, err500);
+    for (let i = 0; i < 2; i++) {
+      const r = await post(gw, { model: 'all-open' });
+      assert.equal(r.status, 502, r.text);
+      assert.equal(r.headers.get('x-switchyard-attempts'), '2');
+    }
+    const calls = fakeA.requests.length + fakeB.requests.length;
+    assert.equal(calls, 4);
+
+    const r = await post(gw, { model: 'all-open' });
+    assert.equal(r.status, 503, r.text);
+    const e = errorOf(r);
+    assert.equal(e.code, 'circuit_open');
+    const ra = Number(r.headers.get('retry-after'));
+    assert.ok(Number.isInteger(ra) && ra >= 1, `retry-after ${String(r.headers.get('retry-after'))}`);
+    assert.equal(fakeA.requests.length + fakeB.requests.length, calls, 'no upstream call');
+    assert.ok(r.ms < 1000, `answered in ${Math.round(r.ms)} ms`);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+
+describe('policies', () => {
+  let fakeA: FakeUpstream;
+  let fakeB: FakeUpstream;
+  let fakeC: FakeUpstream;
+  let gw: TestGateway;
+  const GW_KEYS = ['team-1', 'team-2', 'team-3', 'team-4', 'team-5', 'team-6'];
+  const gwKey = (name: string): string => `gw-key-${name}-0123456789`;
+
+  before(async () => {
+    fakeA = await startFakeOpenAI({ apiKey: KEY_A });
+    fakeB = await startFakeOpenAI({ apiKey: KEY_B });
+    fakeC = await startFakeOpenAI({ apiKey: KEY_C });
+    gw = await startGateway(`
+keys:
+${GW_KEYS.map((k) => `  - { name: ${k}, key: "${gwKey(k)}" }`).join('\n')}
+routing:
+  retry: { max_retries: 0 }
+  explore_rate: 0.25
+backends:
+  alpha: { type: openai, base_url: "${fakeA.url}", api_key: "${KEY_A}", timeout_ms: 5000 }
+  bravo: { type: openai, base_url: "${fakeB.url}", api_key: "${KEY_B}", timeout_ms: 5000 }
+  charlie: { type: openai, base_url: "${fakeC.url}", api_key: "${KEY_C}", timeout_ms: 5000 }
+models:
+  weighted:
+    policy: weighted
+    targets: [ { backend: alpha, model: w-a, weight: 90 }, { backend: bravo, model: w-b, weight: 10 } ]
+  drained:
+    policy: weighted
+    targets: [ { backend: alpha, model: d-a, weight: 1 }, { backend: bravo, model: d-b, weight: 0 } ]
+  sticky:
+    policy: weighted
+    sticky: true
+    targets: [ { backend: alpha, model: s-a }, { backend: bravo, model: s-b } ]
+  unsticky:
+    policy: weighted
+    targets: [ { backend: alpha, model: u-a }, { backend: bravo, model: u-b } ]
+  cost:
+    policy: cost
+    targets:
+      - { backend: alpha, model: cost-a }
+      - { backend: bravo, model: cost-b, price: { input: 2, output: 8 } }
+      - { backend: charlie, model: cost-c, price: { input: 0.1, output: 0.4 } }
+  latency:
+    policy: latency
+    targets: [ { backend: alpha, model: lat-slow }, { backend: bravo, model: lat-fast } ]
+`);
+  });
+
+  afterEach(() => {
+    fakeA.reset();
+    fakeB.reset();
+    fakeC.reset();
+  });
+
+  after(async () => {
+    await gw?.close();
+    await fakeA?.close();
+    await fakeB?.close();
+    await fakeC?.close();
+  });
+
+  const client = (key = 'team-1'): OpenAI => sdk(gw, gwKey(key));
+
+  /** `n` requests, `batch` at a time; the serving backend of each. */
+  async function served(c: OpenAI, model: string, n: number, batch = 20): Promise<Array<string | null>> {
+    const out: Array<string | null> = [];
+    for (let i = 0; i < n; i += batch) {
+      const rs = await Promise.all(Array.from({ length: Math.min(batch, n - i) }, () => ask(c, model)));
+      out.push(...rs.map((r) => r.backend));
+    }
+    return out;
+  }
+
+  test('weighted 90/10: about nine in ten requests go to the heavy target', async () => {
+    const backends = await served(client(), 'weighted', 200);
+    const a = share(backends, 'alpha');
+    assert.ok(a >= 0.75 && a <= 0.98, `alpha served ${(a * 100).toFixed(1)} % (expected ~90 %)`);
+    assert.ok(backends.every((b) => b === 'alpha' || b === 'bravo'));
+    assert.equal(fakeA.requests.length + fakeB.requests.length, 200, 'no failover, one call each');
+  });
+
+  test('weighted: a target with weight 0 gets nothing', async () => {
+    const backends = await served(client(), 'drained', 50);
+    assert.ok(backends.every((b) => b === 'alpha'), `all on alpha, got ${backends.join(',')}`);
+    assert.equal(fakeB.requests.length, 0);
+  });
+
+  test('weighted: a pin to a drained (weight 0) target → 400 invalid_pin, not served', async () => {
+    await assert.rejects(ask(client(), 'drained', { 'x-switchyard-backend': 'bravo' }), (err: unknown) => {
+      assert.ok(err instanceof OpenAI.BadRequestError, `got ${String(err)}`);
+      assert.equal(err.code, 'invalid_pin');
+      assert.equal(err.param, 'x-switchyard-backend');
+      assert.match(err.message, /weight 0/);
+      return true;
+    });
+    assert.equal(fakeB.requests.length, 0);
+    assert.equal((await ask(client(), 'drained', { 'x-switchyard-backend': 'alpha' })).backend, 'alpha', 'a pin to the live target works');
+  });
+
+  test('sticky: the same gateway key always draws the same target', async () => {
+    const byKey = new Map<string, Set<string | null>>();
+    await Promise.all(
+      GW_KEYS.map(async (k) => {
+        byKey.set(k, new Set(await served(client(k), 'sticky', 30, 10)));
+      }),
+    );
+    for (const [k, set] of byKey) assert.equal(set.size, 1, `key ${k} was served by ${[...set].join(' and ')}`);
+  });
+
+  test('not sticky: the same key is spread over both targets (the control for the test above)', async () => {
+    const backends = new Set(await served(client(), 'unsticky', 30, 10));
+    assert.deepEqual([...backends].sort(), ['alpha', 'bravo']);
+  });
+
+  test('cost: the cheapest target serves; when it fails the next cheapest; a target without price goes last', async () => {
+    const cheapest = await ask(client(), 'cost');
+    assert.equal(cheapest.backend, 'charlie', 'charlie is the cheapest, although listed last');
+    assert.equal(cheapest.attempts, '1');
+
+    fakeC.enqueue(err500);
+    const next = await ask(client(), 'cost');
+    assert.equal(next.backend, 'bravo');
+    assert.equal(next.attempts, '2');
+
+    fakeC.enqueue(err500);
+    fakeB.enqueue(err500);
+    const last = await ask(client(), 'cost');
+    assert.equal(last.backend, 'alpha', 'the unpriced target is the last resort, although listed first');
+    assert.equal(last.attempts, '3');
+    assert.equal(fakeA.requests.length, 1);
+  });
+
+  test('latency: after warm-up most requests go to the fast target; exploration still sends a few to the slow one', async () => {
+    fakeA.onModel('lat-slow', { kind: 'reply', delayMs: 100 });
+    // warm-up: both get measured (an unmeasured target counts as fastest)
+    for (let i = 0; i < 5; i++) await ask(client(), 'latency');
+    assert.ok(fakeA.requests.length >= 1 && fakeB.requests.length >= 1, 'both measured during warm-up');
+    const backends: Array<string | null> = [];
+    for (let i = 0; i < 40; i++) backends.push((await ask(client(), 'latency')).backend);
+    const fast = share(backends, 'bravo');
+    const slow = share(backends, 'alpha');
+    assert.ok(fast >= 0.5, `the fast target served ${(fast * 100).toFixed(0)} % (expected ~75 % with explore_rate 0.25)`);
+    assert.ok(slow > 0, 'with explore_rate > 0 the slow target still gets some requests');
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+
+describe('streams with the breaker on', () => {
+  let fakeA: FakeUpstream;
+  let fakeB: FakeUpstream;
+  let gw: TestGateway;
+  let client: OpenAI;
+
+  before(async () => {
+    fakeA = await startFakeOpenAI({ apiKey: KEY_A });
+    fakeB = await startFakeOpenAI({ apiKey: KEY_B });
+    gw = await startGateway(`
+routing:
+  breaker: { consecutive_failures: 1, open_ms: 30000, min_requests: 100 }
+  retry: { max_retries: 1, base_delay_ms: 20, max_delay_ms: 40 }
+backends:
+  alpha: { type: openai, base_url: "${fakeA.url}", api_key: "${KEY_A}", timeout_ms: 5000 }
+  bravo: { type: openai, base_url: "${fakeB.url}", api_key: "${KEY_B}", timeout_ms: 5000 }
+models:
+  cut: { targets: [ { backend: alpha, model: cut-a }, { backend: bravo, model: cut-b } ] }
+`);
+    client = sdk(gw);
+  });
+
+  afterEach(() => {
+    fakeA.reset();
+    fakeB.reset();
+  });
+
+  after(async () => {
+    await gw?.close();
+    await fakeA?.close();
+    await fakeB?.close();
+  });
+
+  test('a stream cut after its first content chunk is an error for the client and a failure for the breaker', async () => {
+    fakeA.enqueue({ kind: 'stream', dropAfter: 1 });
+    const stream = await client.chat.completions.create({ model: 'cut', messages: [{ role: 'user', content: 'hi' }], stream: true });
+    let content = '';
+    await assert.rejects(
+      (async () => {
+        for await (const chunk of stream) content += chunk.choices[0]?.delta?.content ?? '';
+      })(),
+      (err: unknown) => {
+        assert.ok(err instanceof Error, `got ${String(err)}`);
+        return true;
+      },
+      'the SDK iteration throws instead of ending cleanly',
+    );
+    assert.equal(content, 'Hello ', 'the client got what was sent before the cut, and nothing from elsewhere');
+    assert.equal(fakeA.requests.length, 1, 'committed: not retried');
+    assert.equal(fakeB.requests.length, 0, 'committed: no failover');
+
+    // consecutive_failures: 1 → alpha's breaker is now open and the next request skips it
+    const next = await askStream(client, 'cut');
+    assert.equal(next.backend, 'bravo');
+    assert.equal(next.attempts, '1', 'alpha was skipped, not attempted');
+    assert.equal(next.content, 'Hello from cut-b');
+    assert.equal(fakeA.requests.length, 1);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+
+describe('time-to-first-token timeout', () => {
+  let fakeA: FakeUpstream;
+  let fakeB: FakeUpstream;
+  let gw: TestGateway;
+  let client: OpenAI;
+
+  before(async () => {
+    fakeA = await startFakeOpenAI({ apiKey: KEY_A });
+    fakeB = await startFakeOpenAI({ apiKey: KEY_B });
+    gw = await startGateway(`
+# The breaker is off so the stream test's timeout does not keep the non-stream test away from alpha.
+routing:
+  breaker: { consecutive_failures: 0, min_requests: 1000000 }
+  retry: { max_retries: 0 }
+backends:
+  alpha: { type: openai, base_url: "${fakeA.url}", api_key: "${KEY_A}", timeout_ms: 2000 }
+  bravo: { type: openai, base_url: "${fakeB.url}", api_key: "${KEY_B}", timeout_ms: 5000 }
+models:
+  ttft:
+    targets:
+      - { backend: alpha, model: alpha-model, first_token_timeout_ms: 300 }
+      - { backend: bravo, model: bravo-model }
+`);
+    client = sdk(gw);
+  });
+
+  afterEach(() => {
+    fakeA.reset();
+    fakeB.reset();
+  });
+
+  after(async () => {
+    await gw?.close();
+    await fakeA?.close();
+    await fakeB?.close();
+  });
+
+  test('a stream whose upstream sends headers then stalls fails over after first_token_timeout_ms', async () => {
+    fakeA.enqueue({ kind: 'hangAfterHeaders' });
+    const t0 = performance.now();
+    const r = await askStream(client, 'ttft');
+    const ms = performance.now() - t0;
+    assert.equal(r.backend, 'bravo');
+    assert.equal(r.attempts, '2');
+    assert.equal(r.content, 'Hello from bravo-model');
+    assert.ok(ms >= 250, `failed over after ${Math.round(ms)} ms, before the 300 ms first-token timeout`);
+    assert.ok(ms < 1700, `failed over after ${Math.round(ms)} ms; first_token_timeout_ms is 300 (timeout_ms 2000)`);
+  });
+
+  test('a non-stream request to the same target waits timeout_ms, not the first-token timeout', async () => {
+    fakeA.enqueue({ kind: 'hangAfterHeaders' });
+    const t0 = performance.now();
+    const r = await ask(client, 'ttft');
+    const ms = performance.now() - t0;
+    assert.equal(r.backend, 'bravo');
+    assert.equal(r.attempts, '2');
+    assert.ok(ms >= 1800, `failed over after ${Math.round(ms)} ms; timeout_ms is 2000`);
+  });
+});
