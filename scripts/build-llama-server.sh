@@ -35,7 +35,7 @@ start=$(date +%s)
 echo "build-llama-server: fetching node-llama-cpp@${NODE_LLAMA_CPP_VERSION} (source bundle) into ${WORK}" >&2
 (cd "${WORK}" && npm pack --silent "node-llama-cpp@${NODE_LLAMA_CPP_VERSION}" >/dev/null)
 tar -xzf "${WORK}/node-llama-cpp-${NODE_LLAMA_CPP_VERSION}.tgz" -C "${WORK}" package/llama/gitRelease.bundle
-git clone --quiet "${WORK}/package/llama/gitRelease.bundle" "${WORK}/llama.cpp"
+git -c advice.detachedHead=false clone --quiet "${WORK}/package/llama/gitRelease.bundle" "${WORK}/llama.cpp"
 rm -f "${WORK}/node-llama-cpp-${NODE_LLAMA_CPP_VERSION}.tgz"
 
 cd "${WORK}/llama.cpp"

@@ -5,12 +5,13 @@
  * validation → gateway → JSON or SSE). Every error of every route, including unknown routes and
  * wrong methods, goes through `onError` / `notFound` and leaves as the OpenAI error envelope.
  */
-import { randomUUID } from 'node:crypto';
-import { performance } from 'node:perf_hooks';
 import { Hono, type Context } from 'hono';
 import type { Deps } from './deps.ts';
 import { asGatewayError, errorHeaders, methodNotAllowed, routeNotFound, toOpenAIError } from './errors.ts';
-import { authMiddleware } from './http/auth.ts';
+import { accessLog } from './http/access-log.ts';
+import { adminMiddleware, authMiddleware } from './http/auth.ts';
+import { metricsHandler } from './http/metrics.ts';
+import { statusHtmlHandler, statusJsonHandler } from './http/status.ts';
 import { chatHandler } from './http/chat.ts';
 import { completionsHandler } from './http/completions.ts';
 import { embeddingsHandler } from './http/embeddings.ts';
@@ -18,7 +19,6 @@ import { healthHandler, readyHandler } from './http/health.ts';
 import { getModelHandler, listModelsHandler } from './http/models.ts';
 import type { AppEnv, RequestLog } from './http/types.ts';
 
-const REQUEST_ID = /^[A-Za-z0-9._:@\-]{1,128}$/;
 
 function errorResponse(c: Context<AppEnv>, err: unknown, deps: Deps): Response {
   const e = asGatewayError(err);
@@ -46,43 +46,28 @@ function errorResponse(c: Context<AppEnv>, err: unknown, deps: Deps): Response {
 export function createApp(deps: Deps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
 
-  app.use('*', async (c, next) => {
-    const t0 = performance.now();
-    const given = c.req.header('x-request-id');
-    const requestId = given && REQUEST_ID.test(given) ? given : `req_${randomUUID().replaceAll('-', '')}`;
-    c.set('requestId', requestId);
-    const log: RequestLog = { route: 'unmatched' };
-    c.set('log', log);
-    const outgoing = (c.env as AppEnv['Bindings'] | undefined)?.outgoing;
-    const write = (): void => {
-      deps.logger.info('request', {
-        request_id: requestId,
-        method: c.req.method,
-        route: log.route,
-        status: c.res.status,
-        key: log.key,
-        model: log.model,
-        backend: log.backend,
-        upstream_model: log.upstreamModel,
-        attempts: log.attempts,
-        stream: log.stream,
-        prompt_tokens: log.promptTokens,
-        completion_tokens: log.completionTokens,
-        error: log.errorCode ?? undefined,
-        client_closed: outgoing ? !outgoing.writableFinished : undefined,
-        latency_ms: Math.round((performance.now() - t0) * 100) / 100,
-      });
-    };
-    if (outgoing) outgoing.once('close', write);
-    await next();
-    c.res.headers.set('x-request-id', requestId);
-    if (!outgoing) write();
-  });
+  app.use('*', accessLog(deps));
 
   const health = healthHandler();
   const ready = readyHandler(deps);
   app.get('/health', (c) => ((c.get('log').route = '/health'), health(c)));
   app.get('/ready', (c) => ((c.get('log').route = '/ready'), ready(c)));
+
+  const admin = deps.config.admin;
+  app.get('/metrics', adminMiddleware(admin, deps.config.keys, { open: admin.public_metrics }), (c) => {
+    c.get('log').route = '/metrics';
+    return metricsHandler(deps)(c);
+  });
+
+  const guard = adminMiddleware(admin, deps.config.keys);
+  app.get('/status', guard, (c) => {
+    c.get('log').route = '/status';
+    return statusJsonHandler(deps)(c);
+  });
+  app.get('/', adminMiddleware(admin, deps.config.keys, { browser: true }), (c) => {
+    c.get('log').route = '/';
+    return statusHtmlHandler(deps)(c);
+  });
 
   app.use('/v1/*', authMiddleware(deps.config.keys));
 
@@ -96,6 +81,7 @@ export function createApp(deps: Deps): Hono<AppEnv> {
   for (const [method, path, handler] of routes) {
     app.on(method, path, (c) => {
       c.get('log').route = path;
+      c.get('trackInFlight')();
       return handler(c);
     });
     app.all(path, (c) => {
@@ -103,7 +89,7 @@ export function createApp(deps: Deps): Hono<AppEnv> {
       throw methodNotAllowed(c.req.method, c.req.path);
     });
   }
-  for (const path of ['/health', '/ready']) {
+  for (const path of ['/health', '/ready', '/metrics', '/status', '/']) {
     app.all(path, (c) => {
       c.header('allow', 'GET');
       throw methodNotAllowed(c.req.method, c.req.path);

@@ -1,7 +1,10 @@
 import type { BackendRegistry } from './backends/registry.ts';
 import type { Config } from './config/schema.ts';
 import type { Gateway } from './gateway.ts';
+import type { StateStore } from './state/store.ts';
+import type { HealthState } from './router/health-state.ts';
 import type { Logger } from './telemetry/logger.ts';
+import type { LabelBounds, Metrics } from './telemetry/metrics.ts';
 
 /** Everything the app needs, built once by main.ts (or a test). */
 export interface Deps {
@@ -9,6 +12,17 @@ export interface Deps {
   gateway: Gateway;
   registry: BackendRegistry;
   logger: Logger;
+  metrics: Metrics;
+  /** per-target breakers and latency statistics (outlives config reloads) */
+  health: HealthState;
+  /** package version, for /status */
+  version: string;
+  /** sections other subsystems add to /status (cache, limits, state store) */
+  statusExtras?: Record<string, () => unknown>;
+  /** limits and cache state (memory or redis); absent only in tests that build deps by hand */
+  store?: StateStore | undefined;
+  /** maps label values onto configured names (bounded cardinality) */
+  labels: LabelBounds;
   /** epoch ms */
   startedAt: number;
   /** ready: every backend's load() has settled; loading: that promise (tests await it). */

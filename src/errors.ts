@@ -12,7 +12,8 @@ export type OpenAIErrorType =
   | 'upstream_error'
   | 'timeout_error'
   | 'service_unavailable_error'
-  | 'server_error';
+  | 'server_error'
+  | 'insufficient_quota';
 
 export interface OpenAIErrorBody {
   error: { message: string; type: OpenAIErrorType; param: string | null; code: string | null };
@@ -43,6 +44,8 @@ export class GatewayError extends Error {
   backend: string | undefined;
   /** How many upstream attempts were made before giving up. */
   attempts: number | undefined;
+  /** Extra response headers (x-ratelimit-* of the caller's key, retry-after-ms, …). */
+  headers: Record<string, string> | undefined;
 
   constructor(message: string, opts: GatewayErrorOptions) {
     super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
@@ -119,5 +122,6 @@ export function errorHeaders(err: GatewayError): Record<string, string> {
   }
   if (err.exhausted) h['x-should-retry'] = 'false';
   if (err.attempts !== undefined) h['x-switchyard-attempts'] = String(err.attempts);
+  if (err.headers) Object.assign(h, err.headers);
   return h;
 }

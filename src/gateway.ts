@@ -1,17 +1,22 @@
 /**
  * chat / chatStream / complete / embed: what every route does between validation and the wire.
- * Resolves the public model through the router, substitutes the backend's model name, and keeps
- * usage flowing for accounting (streams always ask upstream for usage; the client only sees the
- * usage chunk when it asked for it).
+ * Each operation hands the pipeline (pipeline.ts: key's models → cache → limits → coalescing →
+ * router → usage accounting) a description of the request — its prompt for the token reservation
+ * — and how to call the router; the router substitutes the backend's model name. Streams always
+ * ask upstream for usage; the client only sees the usage chunk when it asked for it.
  */
 import type { CallContext } from './backends/base-llm.ts';
+import { chatPrompt, completionPrompt, embeddingPrompt, outputReserve } from './limits/estimate.ts';
+import { Pipeline, type Answer, type CacheControl, type Job, type Services, type StreamResult } from './pipeline.ts';
 import type { ChatCompletion, ChatCompletionChunk, ChatRequest } from './protocol/chat.ts';
 import type { Completion, CompletionRequest } from './protocol/completions.ts';
 import { encodeEmbeddings, type EmbeddingRequest, type EmbeddingResponse } from './protocol/embeddings.ts';
-import type { Operation, RouteRequest, Routed, Router, StreamHooks } from './router/router.ts';
+import type { Operation, RouteRequest, Router, StreamHooks } from './router/router.ts';
 import { GatewayError } from './errors.ts';
 
-/** Per-request facts from the HTTP layer that steer routing. */
+export type { Answer, Served, StreamResult } from './pipeline.ts';
+
+/** Per-request facts from the HTTP layer that steer routing, limits and the cache. */
 export interface RequestInfo {
   requestId: string;
   signal: AbortSignal;
@@ -19,17 +24,12 @@ export interface RequestInfo {
   pinBackend?: string | undefined;
   /** the tighter of x-switchyard-deadline-ms and the OpenAI SDK's x-stainless-timeout */
   deadlineMs?: number | undefined;
-  /** the API key's name, for sticky weighted routing */
+  /** the API key's name: limits, cache namespace, allowed models, sticky weighted routing */
   keyName?: string | undefined;
   /** size of the request body, for a cheap prompt-token estimate */
   bodyBytes: number;
-}
-
-type Usage = { prompt_tokens: number; completion_tokens: number; total_tokens: number };
-
-export interface StreamResult<T> extends Routed<AsyncIterable<T>> {
-  /** Filled in when the upstream reported usage (read it after the stream ends). */
-  usage: { value: Usage | undefined };
+  /** the client's Cache-Control: no-cache (refresh) / no-store (bypass) */
+  cacheControl?: CacheControl | undefined;
 }
 
 const chatHooks: StreamHooks<ChatCompletionChunk> = {
@@ -54,12 +54,12 @@ const completionHooks: StreamHooks<Completion> = {
   completes: (c) => c.choices.some((ch) => !!ch.finish_reason),
 };
 
-function route(op: Operation, model: string, info: RequestInfo, stream: boolean, maxOutputTokens: number | null | undefined): RouteRequest {
+function route(op: Operation, model: string, info: RequestInfo, signal: AbortSignal, stream: boolean, maxOutputTokens: number | null | undefined): RouteRequest {
   return {
     publicModel: model,
     op,
     requestId: info.requestId,
-    signal: info.signal,
+    signal,
     stream,
     pinBackend: info.pinBackend,
     deadlineMs: info.deadlineMs,
@@ -74,86 +74,105 @@ function withUpstreamUsage<R extends { stream_options?: { include_usage?: boolea
   return { ...req, model, stream: true, stream_options: { ...(req.stream_options ?? {}), include_usage: true } };
 }
 
-/** Drops the usage chunk (and `usage: null` fields) the client did not ask for; records usage. */
-async function* shapeUsage<T extends { usage?: Usage | null; choices: unknown[] }>(
-  src: AsyncIterable<T>,
-  clientWantsUsage: boolean,
-  sink: { value: Usage | undefined },
-): AsyncGenerator<T> {
-  for await (const chunk of src) {
-    if (chunk.usage) sink.value = chunk.usage;
-    if (clientWantsUsage) {
-      yield chunk;
-      continue;
-    }
-    if (chunk.usage && chunk.choices.length === 0) continue;
-    if ('usage' in chunk) delete chunk.usage;
-    yield chunk;
-  }
+function job(op: Operation, body: Job['body'], info: RequestInfo, prompt: Job['prompt'], reserve: number): Job {
+  return { op, body, info, prompt, reserve };
 }
 
 export class Gateway {
-  constructor(private readonly router: Router) {}
+  private readonly pipeline: Pipeline;
 
-  models(): string[] {
-    return this.router.publicModels();
+  /** Without `services` (tests of the router alone): no limits, no cache. */
+  constructor(
+    private readonly router: Router,
+    private readonly services?: Services,
+  ) {
+    this.pipeline = new Pipeline(router, services);
   }
 
-  chat(req: ChatRequest, info: RequestInfo): Promise<Routed<ChatCompletion>> {
-    return this.router.run(route('chat', req.model, info, false, req.max_completion_tokens ?? req.max_tokens), (t, ctx) => {
-      const llm = t.entry.llm;
-      if (!llm.chat) throw missing(t.backend, 'chat');
-      return llm.chat({ ...req, model: t.model }, ctx);
-    });
+  /** Start-up work of the limits and cache (tokenizer encoders, the first Redis connection). */
+  async warm(): Promise<void> {
+    await this.services?.warm?.();
   }
 
-  async chatStream(req: ChatRequest, info: RequestInfo): Promise<StreamResult<ChatCompletionChunk>> {
-    const wantsUsage = req.stream_options?.include_usage === true;
-    const routed = await this.router.runStream(
-      route('chat', req.model, info, true, req.max_completion_tokens ?? req.max_tokens),
-      (t, ctx: CallContext) => {
+  async close(): Promise<void> {
+    await this.services?.close?.();
+  }
+
+  /** Public model names, only those the key may use. */
+  models(keyName?: string): string[] {
+    return this.pipeline.models(keyName);
+  }
+
+  private reserveDefault(): number {
+    return this.services?.config.limits.default_max_tokens ?? 1024;
+  }
+
+  chat(req: ChatRequest, info: RequestInfo): Promise<Answer<ChatCompletion>> {
+    const maxOut = req.max_completion_tokens ?? req.max_tokens;
+    const j = job('chat', req, info, chatPrompt(req), outputReserve(maxOut, req.n, this.reserveDefault()));
+    return this.pipeline.once(j, (signal) =>
+      this.router.run(route('chat', req.model, info, signal, false, maxOut), (t, ctx) => {
         const llm = t.entry.llm;
-        if (!llm.chatStream) throw missing(t.backend, 'streaming chat');
-        return llm.chatStream(withUpstreamUsage(req, t.model), ctx);
-      },
-      chatHooks,
+        if (!llm.chat) throw missing(t.backend, 'chat');
+        return llm.chat({ ...req, model: t.model }, ctx);
+      }),
     );
-    const usage: { value: Usage | undefined } = { value: undefined };
-    return { ...routed, result: shapeUsage(routed.result, wantsUsage, usage), usage };
   }
 
-  complete(req: CompletionRequest, info: RequestInfo): Promise<Routed<Completion>> {
-    return this.router.run(route('completions', req.model, info, false, req.max_tokens), (t, ctx) => {
-      const llm = t.entry.llm;
-      if (!llm.complete) throw missing(t.backend, 'completions');
-      return llm.complete({ ...req, model: t.model }, ctx);
-    });
+  chatStream(req: ChatRequest, info: RequestInfo): Promise<StreamResult<ChatCompletionChunk>> {
+    const maxOut = req.max_completion_tokens ?? req.max_tokens;
+    const j = job('chat', req, info, chatPrompt(req), outputReserve(maxOut, req.n, this.reserveDefault()));
+    return this.pipeline.stream(j, req.stream_options?.include_usage === true, (signal) =>
+      this.router.runStream(
+        route('chat', req.model, info, signal, true, maxOut),
+        (t, ctx: CallContext) => {
+          const llm = t.entry.llm;
+          if (!llm.chatStream) throw missing(t.backend, 'streaming chat');
+          return llm.chatStream(withUpstreamUsage(req, t.model), ctx);
+        },
+        chatHooks,
+      ),
+    );
   }
 
-  async completeStream(req: CompletionRequest, info: RequestInfo): Promise<StreamResult<Completion>> {
-    const wantsUsage = req.stream_options?.include_usage === true;
-    const routed = await this.router.runStream(
-      route('completions', req.model, info, true, req.max_tokens),
-      (t, ctx) => {
+  complete(req: CompletionRequest, info: RequestInfo): Promise<Answer<Completion>> {
+    const j = job('completions', req, info, completionPrompt(req), outputReserve(req.max_tokens, req.n, this.reserveDefault()));
+    return this.pipeline.once(j, (signal) =>
+      this.router.run(route('completions', req.model, info, signal, false, req.max_tokens), (t, ctx) => {
         const llm = t.entry.llm;
-        if (!llm.completeStream) throw missing(t.backend, 'streaming completions');
-        return llm.completeStream(withUpstreamUsage(req, t.model), ctx);
-      },
-      completionHooks,
+        if (!llm.complete) throw missing(t.backend, 'completions');
+        return llm.complete({ ...req, model: t.model }, ctx);
+      }),
     );
-    const usage: { value: Usage | undefined } = { value: undefined };
-    return { ...routed, result: shapeUsage(routed.result, wantsUsage, usage), usage };
   }
 
-  async embed(req: EmbeddingRequest, info: RequestInfo): Promise<Routed<EmbeddingResponse>> {
-    const routed = await this.router.run(route('embeddings', req.model, info, false, 0), (t, ctx) => {
-      const llm = t.entry.llm;
-      if (!llm.embed) throw missing(t.backend, 'embeddings');
-      return llm.embed({ ...req, model: t.model }, ctx);
+  completeStream(req: CompletionRequest, info: RequestInfo): Promise<StreamResult<Completion>> {
+    const j = job('completions', req, info, completionPrompt(req), outputReserve(req.max_tokens, req.n, this.reserveDefault()));
+    return this.pipeline.stream(j, req.stream_options?.include_usage === true, (signal) =>
+      this.router.runStream(
+        route('completions', req.model, info, signal, true, req.max_tokens),
+        (t, ctx) => {
+          const llm = t.entry.llm;
+          if (!llm.completeStream) throw missing(t.backend, 'streaming completions');
+          return llm.completeStream(withUpstreamUsage(req, t.model), ctx);
+        },
+        completionHooks,
+      ),
+    );
+  }
+
+  embed(req: EmbeddingRequest, info: RequestInfo): Promise<Answer<EmbeddingResponse>> {
+    const j = job('embeddings', req, info, embeddingPrompt(req), 0);
+    return this.pipeline.once(j, async (signal) => {
+      const routed = await this.router.run(route('embeddings', req.model, info, signal, false, 0), (t, ctx) => {
+        const llm = t.entry.llm;
+        if (!llm.embed) throw missing(t.backend, 'embeddings');
+        return llm.embed({ ...req, model: t.model }, ctx);
+      });
+      encodeEmbeddings(routed.result, req.encoding_format);
+      routed.result.data.sort((a, b) => a.index - b.index);
+      return routed;
     });
-    encodeEmbeddings(routed.result, req.encoding_format);
-    routed.result.data.sort((a, b) => a.index - b.index);
-    return routed;
   }
 }
 

@@ -2,6 +2,7 @@
  * Composition root: load config → build deps → serve. SIGTERM/SIGINT drain: /ready turns 503,
  * the listener closes, in-flight requests and streams get `server.shutdown_grace_ms` to finish.
  */
+import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import type { Server } from 'node:http';
@@ -12,8 +13,23 @@ import { ConfigError, configPathFrom, isLoopback, loadConfigFile, type LoadedCon
 import type { Deps } from './deps.ts';
 import { Gateway } from './gateway.ts';
 import { HealthState } from './router/health-state.ts';
-import { Router } from './router/router.ts';
+import { Router, systemClock } from './router/router.ts';
+import { createServices } from './services.ts';
+import type { LimitName } from './state/store.ts';
+import { LabelBounds, Metrics, routerMetrics } from './telemetry/metrics.ts';
 import { createLogger, type Logger } from './telemetry/logger.ts';
+
+const LIMIT_LABEL: Record<LimitName, string> = { requests: 'rpm', tokens: 'tpm', concurrency: 'concurrency', budget: 'budget' };
+
+/** The package version (package.json sits beside src/ and dist/). */
+const VERSION: string = (() => {
+  try {
+    const pkg: unknown = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
+    return typeof pkg === 'object' && pkg !== null && 'version' in pkg && typeof pkg.version === 'string' ? pkg.version : 'unknown';
+  } catch {
+    return 'unknown';
+  }
+})();
 
 export interface RunningServer {
   deps: Deps;
@@ -29,12 +45,24 @@ export function buildDeps(loaded: LoadedConfig, logger?: Logger): Deps {
   const { config } = loaded;
   const log = logger ?? createLogger(config.logging.level);
   const registry = new BackendRegistry(config, loaded.unconfiguredBackends, log);
-  const router = new Router(config, registry, new HealthState(config.routing.breaker));
+  const metrics = new Metrics();
+  const labels = new LabelBounds(Object.keys(config.models), Object.keys(config.backends), (config.keys ?? []).map((k) => k.name));
+  const health = new HealthState(config.routing.breaker);
+  metrics.setBreakerSource(() =>
+    health.snapshot(Date.now()).map((s) => ({ backend: s.backend, model: s.model, state: s.state === 'closed' ? 0 : s.state === 'half_open' ? 1 : 2 })),
+  );
+  const router = new Router(config, registry, health, systemClock, Math.random, routerMetrics(metrics, labels));
+  const services = createServices(config, log, (key, limit) => metrics.rateLimited.inc({ key: labels.key(key), limit: LIMIT_LABEL[limit] }));
   return {
     config,
     registry,
-    gateway: new Gateway(router),
+    gateway: new Gateway(router, services),
+    store: services.store,
     logger: log,
+    metrics,
+    labels,
+    health,
+    version: VERSION,
     startedAt: Date.now(),
     lifecycle: { ready: false, draining: false },
   };
@@ -55,7 +83,7 @@ export async function startServer(loaded: LoadedConfig, opts: { logger?: Logger;
   server.keepAliveTimeout = 65_000;
   const addr = server.address() as AddressInfo;
   // Listen first (liveness works at once), then load local models; /ready turns 200 when all settled.
-  deps.lifecycle.loading = deps.registry.loadAll().then((failures) => {
+  deps.lifecycle.loading = Promise.all([deps.registry.loadAll(), deps.gateway.warm()]).then(([failures]) => {
     for (const f of failures) deps.logger.error('backend failed to load', { backend: f.backend, error: f.error });
     deps.lifecycle.ready = true;
   });
@@ -71,6 +99,7 @@ export async function startServer(loaded: LoadedConfig, opts: { logger?: Logger;
       await closed;
       clearTimeout(timer);
       await deps.registry.close();
+      await deps.gateway.close();
     })();
     return closing;
   };

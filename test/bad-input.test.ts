@@ -317,7 +317,7 @@ describe('bad input: unknown things', () => {
 
   it('unknown route → 404 unknown_url', async () => {
     await expectError(await postJson('/v1/chat/complete', { model: 'chat', messages: MSGS }), { status: 404, param: null, code: 'unknown_url', message: /\/v1\/chat\/complete/ });
-    await expectError(await fetch(`${gw.url}/`), { status: 404, code: 'unknown_url' });
+    await expectError(await fetch(`${gw.url}/nope`), { status: 404, code: 'unknown_url' });
     await expectError(await fetch(`${gw.url}/v2/models`), { status: 404, code: 'unknown_url' });
     await stillServes();
   });

@@ -145,13 +145,18 @@ describe('llama-server (real binary) through the gateway', { skip }, () => {
 
     server.start();
     noEmbeddings.start();
+    let timer: NodeJS.Timeout | undefined;
     await Promise.race([
       gw.deps.lifecycle.loading,
-      sleep(60_000).then(() => assert.fail(`not ready in 60 s:\n${server.logTail()}`)),
-    ]);
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`not ready in 60 s:\n${server.logTail()}`)), 60_000);
+      }),
+    ]).finally(() => clearTimeout(timer));
     const r2 = await fetch(`${gw.url}/ready`);
     assert.equal(r2.status, 200);
-    assert.deepEqual(await r2.json(), { status: 'ready', backends: { llama: 'ready', plain: 'ready' } });
+    const ready = (await r2.json()) as { status: string; backends: Record<string, string> };
+    assert.equal(ready.status, 'ready');
+    assert.deepEqual(ready.backends, { llama: 'ready', plain: 'ready' });
     const h = await fetch(`${server.url}/health`);
     assert.deepEqual(await h.json(), { status: 'ok' });
   });
@@ -247,6 +252,36 @@ describe('llama-server (real binary) through the gateway', { skip }, () => {
 
     const sdk = await client.embeddings.create({ model: 'tiny', input: 'hello world' });
     assert.equal(sdk.data[0]?.embedding.length, N_EMBD);
+  });
+
+  it('a mid-stream error event from llama-server reaches the client as an error, not a clean end', async () => {
+    // `response_format: json_object` without a schema: llama-server expects JSON but constrains
+    // nothing, the random model writes prose, and the chat parser fails after HTTP 200 was sent:
+    // `data: {"error":{"code":500,"message":"The model produced output that does not match the expected … format",…}}`.
+    const stream = await client.chat.completions.create({
+      model: 'tiny',
+      messages: [{ role: 'user', content: 'the cat' }],
+      max_tokens: 60,
+      temperature: 0,
+      stream: true,
+      response_format: { type: 'json_object' },
+    });
+    let content = '';
+    let chunks = 0;
+    await assert.rejects(
+      async () => {
+        for await (const c of stream) {
+          chunks++;
+          content += c.choices[0]?.delta?.content ?? '';
+        }
+      },
+      (err: unknown) => {
+        assert.ok(err instanceof OpenAI.APIError, `an APIError, got ${String(err)}`);
+        assert.match(err.message, /llama-server backend "llama" reported an error mid-stream: The model produced output that does not match the expected/);
+        return true;
+      },
+    );
+    assert.ok(chunks > 0 && content.length > 0, 'content was streamed before the error');
   });
 
   it('a server started without --embeddings: 501 from llama-server, 400 `unsupported` naming the flag', async () => {

@@ -327,7 +327,9 @@ describe('llamacpp readiness', () => {
       await running.deps.lifecycle.loading;
       const r2 = await fetch(`${running.url}/ready`);
       assert.equal(r2.status, 200);
-      assert.deepEqual(await r2.json(), { status: 'ready', backends: { llama: 'ready', demo: 'ready' } });
+      const ready = (await r2.json()) as { status: string; backends: Record<string, string> };
+      assert.equal(ready.status, 'ready');
+      assert.deepEqual(ready.backends, { llama: 'ready', demo: 'ready' });
       assert.ok(logs.some((l) => l.includes('"msg":"llama-server ready"')));
 
       // Restarted and loading again: llama-server's own 503 "Loading model" → 503 backend_not_ready.

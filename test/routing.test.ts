@@ -731,7 +731,9 @@ models:
         for await (const chunk of stream) content += chunk.choices[0]?.delta?.content ?? '';
       })(),
       (err: unknown) => {
-        assert.ok(err instanceof Error, `got ${String(err)}`);
+        // the gateway's final `data: {"error":…}` event, raised by the SDK
+        assert.ok(err instanceof OpenAI.APIError, `got ${String(err)}`);
+        assert.match(err.message, /alpha/);
         return true;
       },
       'the SDK iteration throws instead of ending cleanly',

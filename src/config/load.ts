@@ -3,6 +3,7 @@
  * PORT/HOST overrides. Every problem is collected and reported at once, one line each, naming its
  * path, in file order; secret values are never part of a message.
  */
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { isScalar, LineCounter, parseDocument, visit } from 'yaml';
 import { z } from 'zod';
@@ -357,7 +358,8 @@ export function parseConfig(text: string, source: string, env: Env = process.env
   if (Array.isArray(tree.keys)) {
     if (tree.keys.length === 0) at('keys', 'is empty: remove it to run without auth, or add at least one key');
     const seenNames = new Set<string>();
-    const seenKeys = new Set<string>();
+    const seenDigests = new Set<string>();
+    const modelNames = isRecord(tree.models) ? Object.keys(tree.models) : [];
     tree.keys.forEach((k: unknown, i) => {
       if (!isRecord(k)) return;
       if (typeof k.name === 'string') {
@@ -365,9 +367,20 @@ export function parseConfig(text: string, source: string, env: Env = process.env
         seenNames.add(k.name);
       }
       const key = typeof k.key === 'string' || typeof k.key === 'number' ? String(k.key) : '';
-      if (key !== '') {
-        if (seenKeys.has(key)) at(`keys[${i}].key`, 'the same key value is used by an earlier entry');
-        seenKeys.add(key);
+      const hex = typeof k.key_sha256 === 'string' ? k.key_sha256.toLowerCase() : '';
+      if (k.key !== undefined && k.key_sha256 !== undefined) at(`keys[${i}]`, 'has both "key" and "key_sha256": give exactly one');
+      else if (k.key === undefined && k.key_sha256 === undefined) at(`keys[${i}]`, 'needs "key" or "key_sha256"');
+      const d = key !== '' ? createHash('sha256').update(key, 'utf8').digest('hex') : /^[0-9a-f]{64}$/.test(hex) ? hex : '';
+      if (d !== '') {
+        if (seenDigests.has(d)) at(`keys[${i}].${key !== '' ? 'key' : 'key_sha256'}`, 'the same key value is used by an earlier entry');
+        seenDigests.add(d);
+      }
+      if (Array.isArray(k.models) && isRecord(tree.models)) {
+        k.models.forEach((m: unknown, j) => {
+          if (typeof m === 'string' && !modelNames.includes(m)) {
+            at(`keys[${i}].models[${j}]`, `unknown model "${m}" (known: ${modelNames.join(', ') || 'none defined'})`);
+          }
+        });
       }
     });
   }
@@ -418,12 +431,19 @@ export function parseConfig(text: string, source: string, env: Env = process.env
   if (!config.keys && !isLoopback(config.server.host)) {
     warnings.push(`no "keys" configured and the gateway listens on ${config.server.host}: anyone who can reach it can use it`);
   }
+  // A budget can only see spend on priced targets: say which models of a budgeted key have none.
   for (const k of config.keys ?? []) {
-    if (k.limits) warnings.push(`keys: limits of "${k.name}" are not enforced by this version yet`);
+    if (k.limits?.budget_usd === undefined) continue;
+    const unpriced = Object.entries(config.models)
+      .filter(([n]) => !k.models || k.models.includes(n))
+      .filter(([, m]) => m.targets.some((t) => !t.price))
+      .map(([n]) => `"${n}"`);
+    if (unpriced.length > 0) {
+      warnings.push(
+        `keys: the budget of "${k.name}" counts requests served by targets without a price as 0 USD (models ${unpriced.join(', ')} have such targets): set their price to enforce it`,
+      );
+    }
   }
-  if (config.cache.enabled) warnings.push('cache: the response cache is not implemented by this version yet; requests are not cached');
-  if (config.state.store === 'redis') warnings.push('state: the redis store is not used by this version yet; state is in memory');
-
   return { config, source, warnings, unconfiguredBackends };
 }
 

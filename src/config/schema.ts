@@ -201,27 +201,67 @@ export const modelSchema = z.strictObject({
 });
 
 export const limitsSchema = z.strictObject({
+  /** Requests per minute (GCRA: the whole minute's allowance as a burst, refilled continuously). */
   rpm: positiveInt.optional(),
+  /** Tokens per minute: prompt (counted) + max_tokens (reserved), reconciled with the real usage. */
   tpm: positiveInt.optional(),
+  /** Requests in flight at once (streams count until they end). */
   max_concurrent: positiveInt.optional(),
+  /** USD per budget_period, from actual usage × the serving target's price. */
   budget_usd: z.number().min(0).optional(),
+  budget_period: z.enum(['day', 'month']).default('month'),
 });
 
 export const keySchema = z.strictObject({
   name,
-  key: text().pipe(z.string().min(8, 'must be at least 8 characters')),
+  /** The key itself (usually "${VAR}"); or key_sha256. Exactly one of the two. */
+  key: text().pipe(z.string().min(8, 'must be at least 8 characters')).optional(),
+  /** Hex SHA-256 of the key, so the config holds no secret. */
+  key_sha256: text()
+    .pipe(z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be 64 hex digits (the SHA-256 of the key)'))
+    .optional(),
+  /** Public model names this key may use (absent: all). */
+  models: z.array(z.string().min(1)).min(1).optional(),
   limits: limitsSchema.optional(),
+  /** Cache namespace shared by the keys that name it (default: the key's own name). */
+  cache_namespace: name.optional(),
+});
+
+/** Limits settings that apply to every key. */
+export const limitsSettingsSchema = z.strictObject({
+  /** Output tokens reserved when a request sets no max_tokens / max_completion_tokens. */
+  default_max_tokens: positiveInt.default(1024),
 });
 
 export const cacheSchema = z.strictObject({
   enabled: z.boolean().default(false),
   ttl_seconds: positiveInt.default(300),
+  /** In-memory store only: most entries kept (least recently used go first). */
   max_entries: positiveInt.default(10_000),
+  /** In-memory store only: most bytes kept across all entries. */
+  max_bytes: positiveInt.default(64 * 1024 * 1024),
+  /** Answers larger than this are not cached (any store). */
+  max_entry_bytes: positiveInt.default(1024 * 1024),
+  /** Cache answers sampled with temperature > 0 (or no temperature, i.e. the vendor's default of 1). */
+  cache_nonzero_temperature: z.boolean().default(false),
+  /** per_key: each key (or cache_namespace) sees only its own answers; shared: one namespace for all. */
+  namespace: z.enum(['per_key', 'shared']).default('per_key'),
+  /** Identical cacheable requests in flight at the same moment share one upstream call. */
+  coalesce: z.boolean().default(true),
 });
 
 export const stateSchema = z.discriminatedUnion('store', [
   z.strictObject({ store: z.literal('memory') }),
-  z.strictObject({ store: z.literal('redis'), url: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL') }),
+  z.strictObject({
+    store: z.literal('redis'),
+    url: text().pipe(z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL')),
+    /** Prefix of every key the gateway writes. */
+    key_prefix: text().default('switchyard:'),
+    /** Redis unreachable: open = keep serving with local in-memory limits and cache; closed = 503 for limited keys and no cache. */
+    on_unavailable: z.enum(['open', 'closed']).default('open'),
+    /** A command slower than this counts as Redis being unavailable. */
+    command_timeout_ms: positiveInt.default(500),
+  }),
 ]);
 
 export const loggingSchema = z.strictObject({
@@ -233,10 +273,20 @@ export const configSchema = z.strictObject({
   backends: z.record(name, backendSchema),
   models: z.record(name, modelSchema),
   keys: z.array(keySchema).optional(),
+  limits: limitsSettingsSchema.default(limitsSettingsSchema.parse({})),
   cache: cacheSchema.default(cacheSchema.parse({})),
   state: stateSchema.default({ store: 'memory' }),
   logging: loggingSchema.default(loggingSchema.parse({})),
   routing: routingSchema.default(routingSchema.parse({})),
+  /** Operator surface: /metrics and /status. */
+  admin: z
+    .strictObject({
+      /** Bearer key for /metrics and /status (required for /status when `keys` is set). */
+      key: text().pipe(z.string().min(16, 'must be at least 16 characters')).optional(),
+      /** Serve /metrics without the admin key (for a scraper on a private network). */
+      public_metrics: z.boolean().default(false),
+    })
+    .default({ public_metrics: false }),
 });
 
 export type Config = z.infer<typeof configSchema>;
@@ -250,3 +300,6 @@ export type BackendType = BackendConfig['type'];
 export type ModelConfig = z.infer<typeof modelSchema>;
 export type TargetConfig = z.infer<typeof targetSchema>;
 export type KeyConfig = z.infer<typeof keySchema>;
+export type LimitsConfig = z.infer<typeof limitsSchema>;
+export type CacheConfig = z.infer<typeof cacheSchema>;
+export type StateConfig = z.infer<typeof stateSchema>;

@@ -5,16 +5,64 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { MiddlewareHandler } from 'hono';
 import type { KeyConfig } from '../config/schema.ts';
-import { unauthorized } from '../errors.ts';
+import { GatewayError, unauthorized } from '../errors.ts';
 import type { AppEnv } from './types.ts';
 
 const digest = (s: string): Buffer => createHash('sha256').update(s, 'utf8').digest();
+
+/**
+ * The operator surface (/metrics, /status, /). With an admin key configured it must be presented;
+ * without one it is open only when the gateway has no client keys either (a local, keyless setup),
+ * so turning on client auth never leaves the operator pages open by accident.
+ */
+export function adminMiddleware(
+  admin: { key?: string | undefined } | undefined,
+  clientKeys: readonly KeyConfig[] | undefined,
+  opts: { open?: boolean; browser?: boolean } = {},
+): MiddlewareHandler<AppEnv> {
+  const want = admin?.key ? digest(admin.key) : undefined;
+  return async (c, next) => {
+    if (opts.open) return next();
+    if (!want) {
+      if (clientKeys) {
+        throw new GatewayError('The admin surface is disabled: set admin.key in providers.yaml to use it.', {
+          status: 403,
+          type: 'permission_error',
+          code: 'admin_disabled',
+        });
+      }
+      return next();
+    }
+    const presented = adminCredential(c.req.header('authorization'));
+    if (presented === undefined) {
+      // A browser shows a login prompt for this; the password is the admin key.
+      if (opts.browser) c.header('www-authenticate', 'Basic realm="switchyard admin", charset="UTF-8"');
+      throw unauthorized('This endpoint needs the admin key: Authorization: Bearer <admin key>.');
+    }
+    const d = digest(presented);
+    if (d.length !== want.length || !timingSafeEqual(d, want)) throw unauthorized('Incorrect admin key provided.');
+    await next();
+  };
+}
+
+/** The admin key from `Bearer <key>` or from HTTP Basic (any user name, the key as password). */
+function adminCredential(header: string | undefined): string | undefined {
+  if (!header) return undefined;
+  const bearer = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  if (bearer?.[1]) return bearer[1];
+  const basic = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header);
+  if (!basic?.[1]) return undefined;
+  const decoded = Buffer.from(basic[1], 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  return colon >= 0 && colon < decoded.length - 1 ? decoded.slice(colon + 1) : undefined;
+}
 
 export function authMiddleware(keys: readonly KeyConfig[] | undefined): MiddlewareHandler<AppEnv> {
   if (!keys) return async (_c, next) => next();
   const byDigest = new Map<string, { name: string; digest: Buffer }>();
   for (const k of keys) {
-    const d = digest(k.key);
+    // `key_sha256` configs hold only the digest; load.ts guarantees exactly one of the two
+    const d = k.key !== undefined ? digest(k.key) : Buffer.from(k.key_sha256 ?? '', 'hex');
     byDigest.set(d.toString('hex'), { name: k.name, digest: d });
   }
   return async (c, next) => {

@@ -3,7 +3,7 @@ import { embeddingRequestSchema } from '../protocol/embeddings.ts';
 import { parseRequest } from '../protocol/validate.ts';
 import type { Deps } from '../deps.ts';
 import { readJsonBody } from './body.ts';
-import { json, markRouted, requestInfo } from './respond.ts';
+import { json, markRouted, markUsage, requestInfo } from './respond.ts';
 import type { AppEnv } from './types.ts';
 
 export function embeddingsHandler(deps: Deps) {
@@ -14,7 +14,7 @@ export function embeddingsHandler(deps: Deps) {
     log.model = req.model;
     const r = await deps.gateway.embed(req, requestInfo(c));
     markRouted(c, r);
-    log.promptTokens = r.result.usage.prompt_tokens;
+    markUsage(c, r.result.usage);
     return json(c, 200, r.result);
   };
 }

@@ -27,6 +27,19 @@ export function readyHandler(deps: Deps) {
       const what = loading.length > 0 ? `loading ${loading.map((n) => `"${n}"`).join(', ')}` : 'starting';
       throw new GatewayError(`The gateway is not ready yet (${what}).`, { status: 503, type: 'service_unavailable_error', code: 'not_ready' });
     }
-    return json(c, 200, { status: 'ready', backends });
+    // Shared state: a Redis outage with on_unavailable: open keeps this replica ready (it serves with
+    // local limits; a blip must not pull a whole fleet out of the load balancer); with closed, the
+    // replica refuses keys with limits, so it reports 503 and the body says why.
+    const st = deps.config.state.store === 'redis' ? deps.store?.status() : undefined;
+    const state = st ? { store: st.store, state: st.state, ...(st.detail ? { detail: st.detail } : {}) } : undefined;
+    if (st?.state === 'degraded' && deps.config.state.store === 'redis' && deps.config.state.on_unavailable === 'closed') {
+      c.header('retry-after', '5');
+      throw new GatewayError(`The gateway cannot reach its state store: ${st.detail ?? 'unavailable'}.`, {
+        status: 503,
+        type: 'service_unavailable_error',
+        code: 'state_unavailable',
+      });
+    }
+    return json(c, 200, { status: 'ready', backends, ...(state ? { state } : {}) });
   };
 }

@@ -1,6 +1,8 @@
 import type { Context } from 'hono';
 import { invalidRequest } from '../errors.ts';
-import type { RequestInfo } from '../gateway.ts';
+import { costUsd, formatUsd, type TokenUsage } from '../telemetry/cost.ts';
+import { cacheDirectives } from '../cache/key.ts';
+import type { Answer, RequestInfo } from '../gateway.ts';
 import type { Routed } from '../router/router.ts';
 import type { AppEnv } from './types.ts';
 
@@ -10,8 +12,13 @@ export function json(c: Context<AppEnv>, status: number, body: unknown): Respons
   return c.body(JSON.stringify(body), status as 200);
 }
 
-/** Who served the request, on the response and in the request log. */
-export function markRouted<T>(c: Context<AppEnv>, r: Routed<T>): void {
+/** Who served the request (and the key's limits, the cache outcome), on the response and in the request log. */
+export function markRouted<T>(c: Context<AppEnv>, r: Routed<T> | Answer<T>): void {
+  const served = 'served' in r ? r.served : undefined;
+  if (served) {
+    for (const [k, v] of Object.entries(served.headers)) c.header(k, v);
+    if (served.cache) c.get('log').cache = served.cache;
+  }
   c.header('x-switchyard-backend', r.target.backend);
   c.header('x-switchyard-model', r.target.model);
   c.header('x-switchyard-attempts', String(r.attempts));
@@ -19,6 +26,24 @@ export function markRouted<T>(c: Context<AppEnv>, r: Routed<T>): void {
   log.backend = r.target.backend;
   log.upstreamModel = r.target.model;
   log.attempts = r.attempts;
+  log.upstreamMs = r.upstreamMs;
+  log.price = r.target.target.price;
+  log.priced = r.target.target.price !== undefined;
+}
+
+/** Tokens and cost of a finished (non-streaming) answer: into the log and `x-switchyard-cost-usd`. */
+export function markUsage(c: Context<AppEnv>, usage: TokenUsage | null | undefined): void {
+  const log = c.get('log');
+  if (!usage) return;
+  log.promptTokens = usage.prompt_tokens ?? undefined;
+  log.completionTokens = usage.completion_tokens ?? undefined;
+  const cost = costUsd(usage, log.price);
+  if (cost !== undefined) {
+    log.costUsd = cost;
+    c.header('x-switchyard-cost-usd', formatUsd(cost));
+  } else {
+    c.header('x-switchyard-cost-usd', 'unknown');
+  }
 }
 
 /** Parses a positive millisecond count, or undefined. */
@@ -44,5 +69,6 @@ export function requestInfo(c: Context<AppEnv>): RequestInfo {
     deadlineMs: deadline !== undefined && sdk !== undefined ? Math.min(deadline, sdk) : (deadline ?? sdk),
     keyName: c.get('keyName'),
     bodyBytes: c.get('bodyBytes') ?? 0,
+    cacheControl: cacheDirectives(c.req.header('cache-control')),
   };
 }

@@ -22,7 +22,12 @@ export function sseEvent(data: unknown): Uint8Array {
 }
 
 /** `onEnd` is called exactly once: with null after [DONE], or with the error that ended the stream. */
-export function sseBody<T>(src: AsyncIterable<T>, onEnd: (err: GatewayError | null) => void): ReadableStream<Uint8Array> {
+export function sseBody<T>(
+  src: AsyncIterable<T>,
+  onEnd: (err: GatewayError | null) => void,
+  onFirstChunk?: () => void,
+): ReadableStream<Uint8Array> {
+  let first = onFirstChunk;
   let it: AsyncIterator<T> | undefined;
   let ended = false;
   const end = (err: GatewayError | null): void => {
@@ -46,6 +51,10 @@ export function sseBody<T>(src: AsyncIterable<T>, onEnd: (err: GatewayError | nu
             return;
           }
           controller.enqueue(sseEvent(r.value));
+          if (first) {
+            first();
+            first = undefined;
+          }
         } catch (err) {
           const e = asGatewayError(err);
           if (e.status !== 499) {

@@ -11,6 +11,18 @@ export interface RequestLog {
   completionTokens?: number;
   stream?: boolean;
   key?: string;
+  /** performance.now() when the request arrived */
+  startedAt: number;
+  /** streams: ms from arrival to the first chunk written */
+  ttftMs?: number;
+  /** ms spent in upstream calls */
+  upstreamMs?: number;
+  /** USD; undefined = unknown (no price or no usage) */
+  costUsd?: number;
+  /** the serving target had a price configured */
+  priced?: boolean;
+  price?: { input: number; output: number } | undefined;
+  cache?: 'hit' | 'miss' | 'bypass';
 }
 
 export interface AppEnv {
@@ -19,6 +31,8 @@ export interface AppEnv {
     requestId: string;
     keyName: string | undefined;
     log: RequestLog;
+    /** counts the request in the in-flight gauge (called once its route is known) */
+    trackInFlight: () => void;
     /** size of the request body as received */
     bodyBytes: number | undefined;
   };

@@ -38,7 +38,18 @@ export interface Routed<T> {
   target: ResolvedTarget;
   /** upstream calls made, retries included */
   attempts: number;
+  /** time spent in upstream calls (streams: until the commit point), failed attempts included */
+  upstreamMs: number;
 }
+
+/** What the router reports as it works (metrics hang off this). */
+export interface RouterObserver {
+  attempt(backend: string, outcome: 'success' | 'retryable' | 'fatal' | 'timeout' | 'client_closed', ms: number): void;
+  retry(publicModel: string, backend: string): void;
+  failover(publicModel: string, fromBackend: string): void;
+}
+
+const quietObserver: RouterObserver = { attempt() {}, retry() {}, failover() {} };
 
 /** What one request asks of the router, besides its body. */
 export interface RouteRequest {
@@ -83,6 +94,7 @@ export class Router {
     readonly health: HealthState = new HealthState(config.routing.breaker),
     private readonly clock: Clock = systemClock,
     private readonly rand: () => number = Math.random,
+    private readonly observer: RouterObserver = quietObserver,
   ) {}
 
   publicModels(): string[] {
@@ -215,7 +227,11 @@ export class Router {
     let last: GatewayError | undefined;
     let soonest = Number.POSITIVE_INFINITY;
 
+    let upstreamMs = 0;
+    let previous: string | undefined;
     for (const t of targets) {
+      if (previous !== undefined) this.observer.failover(req.publicModel, previous);
+      previous = t.backend;
       const name = `${t.backend}/${t.model}`;
       const skip = skipReason(t);
       if (skip) {
@@ -237,15 +253,30 @@ export class Router {
         }
         attempts++;
         const a = new Attempt(req.signal);
+        const started = this.clock.now();
         try {
           const result = await exec(t, a, h, remaining);
-          return { result, target: t, attempts };
+          const took = this.clock.now() - started;
+          upstreamMs += took;
+          this.observer.attempt(t.backend, 'success', took);
+          return { result, target: t, attempts, upstreamMs };
         } catch (err) {
           a.done(true);
+          const took = this.clock.now() - started;
+          upstreamMs += took;
           const e = this.classify(err, a, t, req.signal);
           const d = disposition(e);
-          h.breaker.record(d === 'fatal' ? 'neutral' : 'failure', this.clock.now());
-          if (d !== 'fatal') h.stats.observeFailure(this.clock.now());
+          this.observer.attempt(
+            t.backend,
+            e.status === 499 ? 'client_closed' : e.code === 'upstream_timeout' ? 'timeout' : d === 'fatal' ? 'fatal' : 'retryable',
+            took,
+          );
+          // A timeout that only happened because the client's own deadline was shorter than the
+          // target's timeout says nothing about the target: it must not trip the breaker for everyone.
+          const cutByClient = a.timedOut !== null && a.timeoutMs >= remaining;
+          const blame = d === 'fatal' || cutByClient ? 'neutral' : 'failure';
+          h.breaker.record(blame, this.clock.now());
+          if (blame === 'failure') h.stats.observeFailure(this.clock.now());
           if (d === 'fatal') throw finalize(e, attempts);
           last = e;
           records.push({ target: name, outcome: `${e.status} ${e.code ?? e.type}: ${e.message}` });
@@ -257,6 +288,7 @@ export class Router {
           } catch {
             throw finalize(clientClosed(), attempts);
           }
+          this.observer.retry(req.publicModel, t.backend);
         }
       }
     }

@@ -1,0 +1,180 @@
+/** Turns one run's measurements into the markdown tables `npm run bench` prints and saves. */
+import type { LoadResult, ProbeResult } from './measure.ts';
+import type { Scenario } from './scenarios.ts';
+
+export type TargetName = 'direct' | 'floor' | 'switchyard' | 'switchyard+cache';
+
+export interface Row {
+  scenario: Scenario;
+  target: TargetName;
+  load: LoadResult;
+  /** kB, largest VmRSS sampled during the run (proxies only) */
+  peakRssKb?: number | undefined;
+  /** for cache rows: the scenario whose floor/direct rows it is compared with */
+  floorOf?: string | undefined;
+}
+
+export interface ProbeRow {
+  id: 'ttfb-zero' | 'ttfb-paced';
+  label: string;
+  target: TargetName;
+  result: ProbeResult;
+}
+
+export interface LongRow {
+  target: TargetName;
+  seconds: number;
+  peakKb: number;
+  /** median VmRSS of the first and last tenth of the run, kB */
+  firstKb: number;
+  lastKb: number;
+  rps: number;
+}
+
+export interface Report {
+  date: string;
+  machine: string[];
+  command: string;
+  pinning: string;
+  seconds: number;
+  elapsedSec: number;
+  rows: Row[];
+  probes: ProbeRow[];
+  /** undefined: the cache-hit rows were measured */
+  cacheNote?: string | undefined;
+  long?: LongRow[] | undefined;
+}
+
+const num = (v: number | undefined, d = 2): string => (v === undefined || !Number.isFinite(v) ? '—' : v.toFixed(d));
+const int = (v: number): string => Math.round(v).toLocaleString('en-US');
+const ratio = (v: number | undefined): string => (v === undefined || !Number.isFinite(v) ? '—' : `${v.toFixed(2)}×`);
+const mb = (kb: number | undefined): string => (kb === undefined || kb === 0 ? '—' : (kb / 1024).toFixed(1));
+
+function find(rows: Row[], scenario: string, target: TargetName): Row | undefined {
+  return rows.find((r) => r.scenario.id === scenario && r.target === target);
+}
+
+function loadTable(rows: Row[]): string {
+  const out = [
+    '| scenario | target | RPS | × direct | × floor | p50 ms | p99 ms | added p50 ms | added × floor | errors | peak RSS MB | RSS × floor |',
+    '|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
+  ];
+  for (const r of rows) {
+    const base = r.floorOf ?? r.scenario.id;
+    const direct = find(rows, base, 'direct');
+    const floor = find(rows, base, 'floor');
+    const isDirect = r.target === 'direct';
+    const added = direct && !isDirect ? r.load.p50 - direct.load.p50 : undefined;
+    const floorAdded = direct && floor ? floor.load.p50 - direct.load.p50 : undefined;
+    out.push(
+      `| ${r.scenario.label} | ${r.target} | ${int(r.load.rps)} | ${ratio(direct ? r.load.rps / direct.load.rps : undefined)} | ${isDirect || !floor ? '—' : ratio(r.load.rps / floor.load.rps)} | ${num(r.load.p50)} | ${num(r.load.p99)} | ${added === undefined ? '—' : `+${num(added)}`} | ${added !== undefined && floorAdded !== undefined && r.target !== 'floor' ? ratio(added / floorAdded) : '—'} | ${r.load.errors} | ${mb(r.peakRssKb)} | ${r.target !== 'floor' && r.peakRssKb && floor?.peakRssKb ? ratio(r.peakRssKb / floor.peakRssKb) : '—'} |`,
+    );
+  }
+  return out.join('\n');
+}
+
+function probeTable(probes: ProbeRow[]): string {
+  const out = [
+    '| probe (1 conn, sequential) | target | TTFB p50 ms | TTFT p50 ms | TTFT p99 ms | added TTFT ms | added × floor | stream end p50 ms | n | errors |',
+    '|---|---|--:|--:|--:|--:|--:|--:|--:|--:|',
+  ];
+  for (const p of probes) {
+    const direct = probes.find((x) => x.id === p.id && x.target === 'direct');
+    const floor = probes.find((x) => x.id === p.id && x.target === 'floor');
+    const added = direct && p.target !== 'direct' ? p.result.ttft50 - direct.result.ttft50 : undefined;
+    const floorAdded = direct && floor ? floor.result.ttft50 - direct.result.ttft50 : undefined;
+    out.push(
+      `| ${p.label} | ${p.target} | ${num(p.result.ttfb50)} | ${num(p.result.ttft50)} | ${num(p.result.ttft99)} | ${added === undefined ? '—' : `+${num(added)}`} | ${added !== undefined && floorAdded !== undefined && p.target === 'switchyard' ? ratio(added / floorAdded) : '—'} | ${num(p.result.total50)} | ${p.result.count} | ${p.result.errors} |`,
+    );
+  }
+  return out.join('\n');
+}
+
+type Check = { what: string; measured: string; goal: string; ok: boolean | undefined };
+
+function checks(r: Report): Check[] {
+  const out: Check[] = [];
+  const addedRatio = (id: string): number | undefined => {
+    const d = find(r.rows, id, 'direct');
+    const f = find(r.rows, id, 'floor');
+    const s = find(r.rows, id, 'switchyard');
+    if (!d || !f || !s) return undefined;
+    return (s.load.p50 - d.load.p50) / (f.load.p50 - d.load.p50);
+  };
+  const a = addedRatio('chat-c1');
+  out.push({ what: 'added p50, chat, 1 conn', measured: ratio(a), goal: '≤ 1.50× floor', ok: a === undefined ? undefined : a <= 1.5 });
+  const pz = ['direct', 'floor', 'switchyard'].map((t) => r.probes.find((p) => p.id === 'ttfb-zero' && p.target === t));
+  if (pz[0] && pz[1] && pz[2]) {
+    const v = (pz[2].result.ttft50 - pz[0].result.ttft50) / (pz[1].result.ttft50 - pz[0].result.ttft50);
+    out.push({ what: 'added time to first token, stream, 1 conn', measured: ratio(v), goal: '≤ 1.50× floor', ok: v <= 1.5 });
+  }
+  for (const id of ['chat-c64', 'stream-c64', 'embed-float-c64', 'embed-b64-c64']) {
+    const f = find(r.rows, id, 'floor');
+    const s = find(r.rows, id, 'switchyard');
+    if (!f || !s) continue;
+    const v = s.load.rps / f.load.rps;
+    out.push({ what: `throughput, ${s.scenario.label}`, measured: ratio(v), goal: '≥ 0.75× floor', ok: v >= 0.75 });
+  }
+  for (const c of r.rows.filter((x) => x.target === 'switchyard+cache')) {
+    const f = find(r.rows, c.floorOf ?? '', 'floor');
+    if (!f) continue;
+    const faster = c.scenario.connections === 1 ? c.load.p50 < f.load.p50 : c.load.rps > f.load.rps;
+    const m = c.scenario.connections === 1 ? `p50 ${num(c.load.p50)} vs ${num(f.load.p50)} ms` : `${int(c.load.rps)} vs ${int(f.load.rps)} RPS`;
+    out.push({ what: `${c.scenario.label} vs floor pass-through`, measured: m, goal: 'faster than floor', ok: faster });
+  }
+  if (r.cacheNote) out.push({ what: 'cache hit vs floor pass-through', measured: r.cacheNote, goal: 'faster than floor', ok: undefined });
+  const peak = (t: TargetName): number => Math.max(0, ...r.rows.filter((x) => x.target === t && x.scenario.connections === 64 && x.peakRssKb).map((x) => x.peakRssKb ?? 0));
+  if (peak('floor') > 0 && peak('switchyard') > 0) {
+    const v = peak('switchyard') / peak('floor');
+    out.push({ what: 'peak RSS under 64-conn load', measured: `${ratio(v)} (${mb(peak('switchyard'))} vs ${mb(peak('floor'))} MB)`, goal: '≤ 1.50× floor', ok: v <= 1.5 });
+  }
+  const sl = r.long?.filter((l) => l.target === 'switchyard') ?? [];
+  const short = sl[0];
+  const long = sl[1];
+  if (short && long) {
+    const v = long.peakKb / short.peakKb;
+    out.push({ what: `RSS flat over a 10× longer run (${short.seconds} s → ${long.seconds} s)`, measured: `peak ${ratio(v)}, first→last tenth ${mb(long.firstKb)}→${mb(long.lastKb)} MB`, goal: '≤ 1.10× and no climb', ok: v <= 1.1 && long.lastKb <= long.firstKb * 1.1 });
+  } else {
+    out.push({ what: 'RSS flat over a 10× longer run', measured: 'not run (`npm run bench -- --long`)', goal: '≤ 1.10×', ok: undefined });
+  }
+  const pp = ['direct', 'switchyard'].map((t) => r.probes.find((p) => p.id === 'ttfb-paced' && p.target === t));
+  if (pp[0] && pp[1]) {
+    const v = pp[1].result.ttft50 - pp[0].result.ttft50;
+    out.push({ what: 'paced stream: first token vs direct (never buffered)', measured: `+${num(v)} ms`, goal: '≤ +2 ms', ok: v <= 2 });
+  }
+  return out;
+}
+
+function checkTable(r: Report): string {
+  const mark = (ok: boolean | undefined): string => (ok === undefined ? 'n/a' : ok ? 'met' : '**not met**');
+  return ['| target (issue 8) | measured | goal | status |', '|---|---|---|---|', ...checks(r).map((c) => `| ${c.what} | ${c.measured} | ${c.goal} | ${mark(c.ok)} |`)].join('\n');
+}
+
+function longTable(rows: LongRow[]): string {
+  return [
+    '| target | seconds | RPS | peak RSS MB | median RSS, first tenth MB | median RSS, last tenth MB |',
+    '|---|--:|--:|--:|--:|--:|',
+    ...rows.map((l) => `| ${l.target} | ${l.seconds} | ${int(l.rps)} | ${mb(l.peakKb)} | ${mb(l.firstKb)} | ${mb(l.lastKb)} |`),
+  ].join('\n');
+}
+
+/** The markdown block: what ran where, the load table, the probes, the targets. */
+export function render(r: Report): string {
+  const parts = [
+    `Run ${r.date} · ${r.elapsedSec.toFixed(0)} s · \`${r.command}\``,
+    '',
+    `Machine: ${r.machine.join(' · ')}`,
+    '',
+    `Processes: ${r.pinning}. Each load run: ${r.seconds} s measured after a short warm-up; latencies are autocannon's per-response times (sub-ms). "added" = p50 minus the direct (no proxy) p50 of the same scenario; "× floor" compares with the bare node:http + undici.request proxy measured in the same run. Peak RSS = largest VmRSS sampled every 100 ms during the run.`,
+    '',
+    loadTable(r.rows),
+    '',
+    'Streams, one request at a time: TTFB = first body byte, TTFT = first content token (the gateway holds the response until the first content chunk, its commit point, so for it the two coincide). "zero-latency" sends the whole stream at once; "paced" sends a chunk every 5 ms.',
+    '',
+    probeTable(r.probes),
+  ];
+  if (r.cacheNote) parts.push('', `Cache hit: ${r.cacheNote}.`);
+  if (r.long?.length) parts.push('', 'RSS flatness (64-conn chat, N and 10N seconds):', '', longTable(r.long));
+  parts.push('', checkTable(r));
+  return parts.join('\n');
+}

@@ -1,0 +1,79 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { Flights, StreamTap } from './flights.ts';
+
+async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = [];
+  for await (const x of it) out.push(x);
+  return out;
+}
+
+describe('Flight', () => {
+  it('aborts the shared call only when every participant has gone', () => {
+    const flights = new Flights(true);
+    const f = flights.start<number>('k');
+    const leader = new AbortController();
+    const follower = new AbortController();
+    f.join(leader.signal);
+    assert.equal(flights.find('k'), f);
+    f.join(follower.signal);
+    leader.abort();
+    assert.equal(f.signal.aborted, false, 'the follower still listens');
+    follower.abort();
+    assert.equal(f.signal.aborted, true);
+    assert.equal(flights.find('k'), undefined, 'an aborted flight cannot be joined');
+  });
+
+  it('leaving after the call settled aborts nothing', () => {
+    const flights = new Flights(true);
+    const f = flights.start<number>('k');
+    const leave = f.join(new AbortController().signal);
+    f.settle();
+    leave();
+    assert.equal(f.signal.aborted, false);
+    assert.equal(flights.find('k'), undefined);
+  });
+
+  it('without coalescing a flight is never found', () => {
+    const flights = new Flights(false);
+    flights.start('k');
+    assert.equal(flights.find('k'), undefined);
+  });
+});
+
+describe('StreamTap', () => {
+  it('a late subscriber gets the chunks so far, then the live ones; each gets its own copies', async () => {
+    const tap = new StreamTap();
+    tap.push({ n: 1 });
+    const early = collect(tap.subscribe<{ n: number }>(() => {}));
+    tap.push({ n: 2 });
+    const late = collect(tap.subscribe<{ n: number }>(() => {}));
+    tap.push({ n: 3 });
+    tap.finish();
+    const a = await early;
+    const b = await late;
+    assert.deepEqual(a, [{ n: 1 }, { n: 2 }, { n: 3 }]);
+    assert.deepEqual(b, a);
+    assert.notEqual(a[0], b[0]);
+  });
+
+  it('a failure reaches every subscriber after the chunks before it', async () => {
+    const tap = new StreamTap();
+    const sub = tap.subscribe<number>(() => {})[Symbol.asyncIterator]();
+    tap.push(1);
+    tap.finish(new Error('boom'));
+    assert.deepEqual(await sub.next(), { done: false, value: 1 });
+    await assert.rejects(sub.next(), /boom/);
+  });
+
+  it('return() closes a waiting subscriber at once and calls onClose once', async () => {
+    const tap = new StreamTap();
+    let closed = 0;
+    const it = tap.subscribe<number>(() => closed++)[Symbol.asyncIterator]();
+    const pending = it.next();
+    await it.return?.();
+    assert.deepEqual(await pending, { done: true, value: undefined });
+    await it.return?.();
+    assert.equal(closed, 1);
+  });
+});

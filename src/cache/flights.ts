@@ -1,0 +1,154 @@
+/**
+ * Request coalescing: identical cacheable requests in flight at the same moment (same cache key,
+ * so the same namespace: tenants are never mixed) share one upstream call.
+ *
+ * A Flight owns the upstream call's abort signal. Every participant — the request that started it
+ * and those that joined — holds a place; a participant whose client goes away gives its place back,
+ * and the upstream call is aborted only when nobody is left. So a leader that disconnects does not
+ * take the answer away from the followers.
+ *
+ * Streams go through a StreamTap: the upstream stream is read once (pumped) into a log of
+ * serialised chunks; every subscriber replays the log from the start and then follows it live, so a
+ * late joiner gets the chunks so far, then the rest. The same log becomes the cache entry.
+ */
+
+export class Flight<R> {
+  private readonly controller = new AbortController();
+  private participants = 0;
+  private settled = false;
+  /** The shared outcome (set by the leader right after creating the flight). */
+  result!: Promise<R>;
+  /** Streams: the chunk log. */
+  tap: StreamTap | undefined;
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  /** Whether a new request may still join (not aborted, not finished). */
+  get joinable(): boolean {
+    return !this.settled && !this.controller.signal.aborted;
+  }
+
+  /** Takes a place until the returned function is called or `signal` aborts. */
+  join(signal: AbortSignal): () => void {
+    this.participants++;
+    let left = false;
+    const leave = (): void => {
+      if (left) return;
+      left = true;
+      signal.removeEventListener('abort', leave);
+      if (--this.participants === 0 && !this.settled) this.controller.abort(new Error('every client of this request went away'));
+    };
+    if (signal.aborted) queueMicrotask(leave);
+    else signal.addEventListener('abort', leave, { once: true });
+    return leave;
+  }
+
+  /** The upstream call is over: leaving no longer aborts anything. */
+  settle(): void {
+    this.settled = true;
+  }
+}
+
+export class Flights {
+  private readonly map = new Map<string, Flight<unknown>>();
+
+  constructor(private readonly coalesce: boolean) {}
+
+  /** A flight with this key that can still be joined. */
+  find<R>(key: string): Flight<R> | undefined {
+    const f = this.map.get(key);
+    if (f && !f.joinable) {
+      this.map.delete(key);
+      return undefined;
+    }
+    return f as Flight<R> | undefined;
+  }
+
+  /** A new flight, findable by others when coalescing is on. */
+  start<R>(key: string): Flight<R> {
+    const f = new Flight<R>();
+    if (this.coalesce) this.map.set(key, f as Flight<unknown>);
+    return f;
+  }
+
+  /** No more joiners for this flight. */
+  end(key: string, f: Flight<unknown>): void {
+    if (this.map.get(key) === f) this.map.delete(key);
+  }
+
+  get size(): number {
+    return this.map.size;
+  }
+}
+
+/** An append-only log of serialised chunks with any number of readers. */
+export class StreamTap {
+  readonly chunks: string[] = [];
+  bytes = 0;
+  private done = false;
+  private error: unknown;
+  private waiters: Array<() => void> = [];
+
+  push(chunk: unknown): void {
+    const s = JSON.stringify(chunk);
+    this.chunks.push(s);
+    this.bytes += s.length;
+    this.wake();
+  }
+
+  finish(err?: unknown): void {
+    this.done = true;
+    this.error = err;
+    this.wake();
+  }
+
+  get finished(): boolean {
+    return this.done;
+  }
+
+  get failed(): boolean {
+    return this.done && this.error !== undefined;
+  }
+
+  private wake(): void {
+    const w = this.waiters;
+    this.waiters = [];
+    for (const f of w) f();
+  }
+
+  /** Every chunk from the first, then live ones; ends (or throws) as the source did. */
+  subscribe<C>(onClose: () => void): AsyncIterable<C> {
+    let i = 0;
+    let closed = false;
+    const close = (): void => {
+      if (closed) return;
+      closed = true;
+      onClose();
+      this.wake();
+    };
+    const next = (): Promise<IteratorResult<C>> => {
+      if (closed) return Promise.resolve({ done: true, value: undefined });
+      const s = this.chunks[i];
+      if (s !== undefined) {
+        i++;
+        return Promise.resolve({ done: false, value: JSON.parse(s) as C });
+      }
+      if (this.done) {
+        close();
+        return this.error !== undefined ? Promise.reject(this.error) : Promise.resolve({ done: true, value: undefined });
+      }
+      return new Promise<void>((r) => this.waiters.push(r)).then(next);
+    };
+    return {
+      [Symbol.asyncIterator]: () => ({
+        next,
+        return: async (): Promise<IteratorResult<C>> => {
+          close();
+          return { done: true, value: undefined };
+        },
+      }),
+    };
+  }
+}

@@ -1,0 +1,70 @@
+/**
+ * Cached answers on top of the StateStore (in memory, or Redis shared by replicas). An entry is
+ * one JSON string: who served it, when, and either the JSON answer or the stream's chunks in order
+ * (replayed as SSE on a hit). Errors are never stored; answers over `max_entry_bytes` are skipped.
+ */
+import type { CacheConfig } from '../config/schema.ts';
+import type { StateStore } from '../state/store.ts';
+
+export interface EntryMeta {
+  /** epoch ms when stored */
+  at: number;
+  backend: string;
+  model: string;
+}
+export type Entry = (EntryMeta & { kind: 'json'; body: unknown }) | (EntryMeta & { kind: 'stream'; chunks: unknown[] });
+
+export interface CacheStats {
+  hits: number;
+  misses: number;
+  bypasses: number;
+  coalesced: number;
+  stored: number;
+  too_large: number;
+}
+
+export class ResponseCache {
+  readonly stats: CacheStats = { hits: 0, misses: 0, bypasses: 0, coalesced: 0, stored: 0, too_large: 0 };
+
+  constructor(
+    private readonly store: StateStore,
+    readonly cfg: CacheConfig,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  async get(key: string): Promise<Entry | undefined> {
+    const raw = await this.store.cacheGet(key);
+    if (raw === undefined) return undefined;
+    try {
+      const e = JSON.parse(raw) as Entry;
+      return e.kind === 'json' || e.kind === 'stream' ? e : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Stores a JSON answer (serialised now, so later changes to `body` do not leak in). */
+  putJson(key: string, meta: Omit<EntryMeta, 'at'>, body: unknown): void {
+    this.write(key, JSON.stringify({ kind: 'json', at: this.now(), backend: meta.backend, model: meta.model, body }));
+  }
+
+  /** Stores a stream from its chunks, each already serialised. */
+  putStream(key: string, meta: Omit<EntryMeta, 'at'>, chunks: readonly string[]): void {
+    const head = JSON.stringify({ kind: 'stream', at: this.now(), backend: meta.backend, model: meta.model });
+    this.write(key, `${head.slice(0, -1)},"chunks":[${chunks.join(',')}]}`);
+  }
+
+  private write(key: string, value: string): void {
+    if (value.length > this.cfg.max_entry_bytes) {
+      this.stats.too_large++;
+      return;
+    }
+    this.stats.stored++;
+    void this.store.cacheSet(key, value, this.cfg.ttl_seconds * 1000).catch(() => {});
+  }
+
+  /** Whole seconds since the entry was stored (the `age` header). */
+  age(e: Entry): number {
+    return Math.max(0, Math.floor((this.now() - e.at) / 1000));
+  }
+}

@@ -1,0 +1,59 @@
+/**
+ * The shared shape of the two generation routes (chat completions and legacy completions): read
+ * and validate the body, then answer as JSON or as an SSE stream, recording who served it, tokens,
+ * cost and time to first chunk.
+ */
+import type { Context } from 'hono';
+import type { z } from 'zod';
+import type { Deps } from '../deps.ts';
+import type { RequestInfo, StreamResult } from '../gateway.ts';
+import { parseRequest } from '../protocol/validate.ts';
+import type { Routed } from '../router/router.ts';
+import { costUsd } from '../telemetry/cost.ts';
+import type { TokenUsage } from '../telemetry/cost.ts';
+import { readJsonBody } from './body.ts';
+import { json, markRouted, markUsage, requestInfo } from './respond.ts';
+import { SSE_HEADERS, sseBody } from './sse.ts';
+import type { AppEnv } from './types.ts';
+
+export interface Generation<Req, Full, Chunk> {
+  schema: z.ZodType<Req>;
+  once(deps: Deps, req: Req, info: RequestInfo): Promise<Routed<Full>>;
+  stream(deps: Deps, req: Req, info: RequestInfo): Promise<StreamResult<Chunk>>;
+}
+
+export function generationHandler<Req extends { model: string; stream?: boolean | null | undefined }, Full extends { usage?: TokenUsage | null | undefined }, Chunk>(
+  deps: Deps,
+  g: Generation<Req, Full, Chunk>,
+) {
+  return async (c: Context<AppEnv>): Promise<Response> => {
+    const body = await readJsonBody(c, deps.config.server.max_body_bytes);
+    const req = parseRequest(g.schema, body);
+    const log = c.get('log');
+    log.model = req.model;
+    log.stream = req.stream === true;
+    if (req.stream) {
+      const s = await g.stream(deps, req, requestInfo(c));
+      markRouted(c, s);
+      for (const [k, v] of Object.entries(SSE_HEADERS)) c.header(k, v);
+      const stream = sseBody(
+        s.result,
+        (err) => {
+          const u = s.usage.value;
+          log.promptTokens = u?.prompt_tokens;
+          log.completionTokens = u?.completion_tokens;
+          log.costUsd = costUsd(u, log.price);
+          if (err) log.errorCode = err.code ?? err.type;
+        },
+        () => {
+          log.ttftMs = performance.now() - log.startedAt;
+        },
+      );
+      return c.body(stream, 200);
+    }
+    const r = await g.once(deps, req, requestInfo(c));
+    markRouted(c, r);
+    markUsage(c, r.result.usage);
+    return json(c, 200, r.result);
+  };
+}

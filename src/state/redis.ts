@@ -1,0 +1,272 @@
+/**
+ * The Redis StateStore (`state.store: redis`): replicas behind a load balancer share one set of
+ * limits and one response cache. Limits are updated atomically by Lua scripts (redis-scripts.ts);
+ * cached answers are plain keys with a TTL.
+ *
+ * When Redis is unreachable (refused, timed out, a command slower than `command_timeout_ms`) the
+ * store says so once in the logs and in /ready, and then, by `on_unavailable`:
+ *   open (default)  limits and cache fall back to this replica's own memory (each replica enforces
+ *                   its limits alone, so a fleet of N admits up to N× a key's limit meanwhile);
+ *   closed          requests of keys with limits get 503 `state_unavailable`, nothing is cached.
+ * The client reconnects by itself; once Redis answers again the store logs it and uses it again.
+ */
+import { createHash, randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { GatewayError } from '../errors.ts';
+import type { Logger } from '../telemetry/logger.ts';
+import { MemoryStore } from './memory.ts';
+import { ADMIT, REFRESH, SETTLE } from './redis-scripts.ts';
+import {
+  LEASE_TTL_MS,
+  WINDOW_MS,
+  type AdmitRequest,
+  type AdmitResult,
+  type LimitName,
+  type StateStore,
+  type StoreStatus,
+  type Ticket,
+} from './store.ts';
+
+export interface RedisStoreOptions {
+  url: string;
+  keyPrefix: string;
+  onUnavailable: 'open' | 'closed';
+  commandTimeoutMs: number;
+  /** bounds of the local fallback cache */
+  maxEntries: number;
+  maxBytes: number;
+  logger: Logger;
+}
+
+interface Script {
+  lua: string;
+  sha: string;
+}
+const script = (lua: string): Script => ({ lua, sha: createHash('sha1').update(lua).digest('hex') });
+const ADMIT_S = script(ADMIT);
+const SETTLE_S = script(SETTLE);
+const REFRESH_S = script(REFRESH);
+
+export function stateUnavailable(): GatewayError {
+  return new GatewayError('The gateway cannot reach its shared state store (Redis) to check this key\u2019s limits; try again shortly.', {
+    status: 503,
+    type: 'service_unavailable_error',
+    code: 'state_unavailable',
+    retryable: true,
+    retryAfter: 5,
+  });
+}
+
+/** Removes credentials from a redis:// URL for logs. */
+function safeUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    u.username = '';
+    u.password = '';
+    return u.toString();
+  } catch {
+    return 'redis://?';
+  }
+}
+
+export class RedisStore implements StateStore {
+  readonly kind = 'redis' as const;
+  private readonly redis: Redis;
+  private readonly local: MemoryStore;
+  private up = false;
+  private lastError: string | undefined = 'connecting';
+  private closed = false;
+
+  constructor(private readonly opts: RedisStoreOptions) {
+    this.local = new MemoryStore({ maxEntries: opts.maxEntries, maxBytes: opts.maxBytes, local: true });
+    this.redis = new Redis(opts.url, {
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      commandTimeout: opts.commandTimeoutMs,
+      connectTimeout: Math.max(1000, opts.commandTimeoutMs * 4),
+      retryStrategy: (times) => Math.min(100 * 2 ** Math.min(times, 5), 2000),
+      lazyConnect: false,
+    });
+    this.redis.on('ready', () => {
+      const was = this.lastError;
+      this.up = true;
+      this.lastError = undefined;
+      if (was === 'connecting') opts.logger.info('state store connected', { store: 'redis', url: safeUrl(opts.url) });
+      else opts.logger.warn('state store recovered', { store: 'redis', url: safeUrl(opts.url) });
+    });
+    this.redis.on('error', (err: Error) => this.down(err));
+    this.redis.on('close', () => {
+      if (!this.closed) this.down(new Error('connection closed'));
+    });
+  }
+
+  /** Resolves once connected, or after `ms` (start-up does not wait for a Redis that is down). */
+  async ready(ms: number): Promise<boolean> {
+    if (this.up) return true;
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.redis.off('ready', onReady);
+        resolve(false);
+      }, ms);
+      const onReady = (): void => {
+        clearTimeout(timer);
+        resolve(true);
+      };
+      this.redis.once('ready', onReady);
+    });
+  }
+
+  private down(err: Error): void {
+    if (this.closed) return;
+    const first = this.up || this.lastError === 'connecting';
+    this.up = false;
+    this.lastError = err.message || 'unreachable';
+    if (first) {
+      this.opts.logger.error('state store unavailable', {
+        store: 'redis',
+        url: safeUrl(this.opts.url),
+        error: this.lastError.slice(0, 200),
+        on_unavailable: this.opts.onUnavailable,
+      });
+    }
+  }
+
+  private available(): boolean {
+    return this.up && this.redis.status === 'ready';
+  }
+
+  private async run(s: Script, keys: string[], args: Array<string | number>): Promise<unknown> {
+    try {
+      return await this.redis.evalsha(s.sha, keys.length, ...keys, ...args);
+    } catch (err) {
+      if (err instanceof Error && err.message.startsWith('NOSCRIPT')) return this.redis.eval(s.lua, keys.length, ...keys, ...args);
+      throw err;
+    }
+  }
+
+  private k(key: string, part: string): string {
+    return `${this.opts.keyPrefix}{l:${key}}:${part}`;
+  }
+
+  async admit(r: AdmitRequest): Promise<AdmitResult> {
+    if (!this.available()) return this.fallbackAdmit(r);
+    const leaseId = r.maxConcurrent !== undefined ? randomUUID() : '';
+    let reply: unknown;
+    try {
+      reply = await this.run(
+        ADMIT_S,
+        [this.k(r.key, 'rq'), this.k(r.key, 'tk'), this.k(r.key, 'cc'), this.k(r.key, `b:${r.period ?? '-'}`)],
+        [
+          r.rpm ?? '',
+          r.tpm ?? '',
+          Math.max(0, Math.round(r.tokens)),
+          r.countRequest ? 1 : 0,
+          r.maxConcurrent ?? '',
+          leaseId,
+          LEASE_TTL_MS,
+          r.budgetNano !== undefined && r.period !== undefined ? Math.round(r.budgetNano) : '',
+          WINDOW_MS,
+        ],
+      );
+    } catch (err) {
+      this.down(err as Error);
+      return this.fallbackAdmit(r);
+    }
+    const a = Array.isArray(reply) ? reply : [];
+    const num = (i: number): number => Number(a[i] ?? 0);
+    const allowed = num(0) === 1;
+    const retry = num(2);
+    const out: AdmitResult = { allowed, retryAfterMs: retry < 0 ? Number.POSITIVE_INFINITY : retry };
+    const refused = String(a[1] ?? '');
+    if (refused !== '') out.refused = refused as LimitName;
+    if (r.rpm !== undefined) out.requests = { limit: r.rpm, remaining: num(3), resetMs: num(4) };
+    if (r.tpm !== undefined) out.tokens = { limit: r.tpm, remaining: num(5), resetMs: num(6) };
+    if (r.budgetNano !== undefined) out.spentNano = num(7);
+    if (allowed) out.ticket = { key: r.key, tpm: r.tpm, leaseId: leaseId === '' ? undefined : leaseId, local: false };
+    return out;
+  }
+
+  private fallbackAdmit(r: AdmitRequest): Promise<AdmitResult> {
+    if (this.opts.onUnavailable === 'closed') throw stateUnavailable();
+    return this.local.admit(r);
+  }
+
+  async settle(t: Ticket, tokensDelta: number, spend?: { period: string; nano: number; ttlMs: number }): Promise<void> {
+    if (t.local) return this.local.settle(t, tokensDelta, spend);
+    if (!this.available()) return; // lost: the reservation stands until it drains
+    try {
+      await this.run(
+        SETTLE_S,
+        [this.k(t.key, 'tk'), this.k(t.key, `b:${spend?.period ?? '-'}`)],
+        [t.tpm ?? '', Math.round(tokensDelta), WINDOW_MS, Math.max(0, Math.round(spend?.nano ?? 0)), Math.max(1, Math.round(spend?.ttlMs ?? 1))],
+      );
+    } catch (err) {
+      this.down(err as Error);
+    }
+  }
+
+  async release(t: Ticket): Promise<void> {
+    if (t.leaseId === undefined) return;
+    if (t.local) return this.local.release(t);
+    if (!this.available()) return; // the lease expires by itself (LEASE_TTL_MS)
+    try {
+      await this.redis.zrem(this.k(t.key, 'cc'), t.leaseId);
+    } catch (err) {
+      this.down(err as Error);
+    }
+  }
+
+  async refresh(tickets: readonly Ticket[]): Promise<void> {
+    await this.local.refresh(tickets.filter((t) => t.local));
+    if (!this.available()) return;
+    const byKey = new Map<string, string[]>();
+    for (const t of tickets) {
+      if (t.local || t.leaseId === undefined) continue;
+      const ids = byKey.get(t.key) ?? [];
+      ids.push(t.leaseId);
+      byKey.set(t.key, ids);
+    }
+    try {
+      for (const [key, ids] of byKey) await this.run(REFRESH_S, [this.k(key, 'cc')], [LEASE_TTL_MS, ...ids]);
+    } catch (err) {
+      this.down(err as Error);
+    }
+  }
+
+  async cacheGet(key: string): Promise<string | undefined> {
+    if (!this.available()) return this.opts.onUnavailable === 'open' ? this.local.cacheGet(key) : undefined;
+    try {
+      return (await this.redis.get(`${this.opts.keyPrefix}c:${key}`)) ?? undefined;
+    } catch (err) {
+      this.down(err as Error);
+      return undefined;
+    }
+  }
+
+  async cacheSet(key: string, value: string, ttlMs: number): Promise<void> {
+    if (!this.available()) {
+      if (this.opts.onUnavailable === 'open') await this.local.cacheSet(key, value, ttlMs);
+      return;
+    }
+    try {
+      await this.redis.set(`${this.opts.keyPrefix}c:${key}`, value, 'PX', Math.max(1, Math.round(ttlMs)));
+    } catch (err) {
+      this.down(err as Error);
+    }
+  }
+
+  status(): StoreStatus {
+    if (this.available()) return { store: 'redis', state: 'ok' };
+    return {
+      store: 'redis',
+      state: 'degraded',
+      detail: `redis unreachable (${this.lastError ?? 'not connected'}); ${this.opts.onUnavailable === 'open' ? 'serving with local limits and cache' : 'refusing keys with limits'}`,
+    };
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.redis.disconnect();
+    await this.local.close();
+  }
+}

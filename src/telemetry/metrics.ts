@@ -1,0 +1,195 @@
+/**
+ * Prometheus metrics on the gateway's own prom-client Registry (plus Node's default process
+ * metrics). Label values are bounded: only names from providers.yaml appear; anything else (an
+ * unknown model a client asked for, a route nobody configured) becomes "other".
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { RouterObserver } from '../router/router.ts';
+
+const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
+const OVERHEAD_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25];
+
+export interface BreakerReading {
+  backend: string;
+  model: string;
+  /** 0 closed, 1 half-open, 2 open */
+  state: number;
+}
+
+export class Metrics {
+  readonly registry = new Registry();
+  readonly requests: Counter<'route' | 'model' | 'backend' | 'status_class' | 'cache'>;
+  readonly requestDuration: Histogram<'route' | 'model'>;
+  readonly ttft: Histogram<'model' | 'backend'>;
+  readonly upstreamDuration: Histogram<'backend'>;
+  readonly overhead: Histogram<'route'>;
+  readonly tokens: Counter<'model' | 'backend' | 'direction'>;
+  readonly cost: Counter<'model' | 'backend' | 'key'>;
+  readonly unpricedRequests: Counter<'model' | 'backend'>;
+  readonly attempts: Counter<'backend' | 'outcome'>;
+  readonly retries: Counter<'model' | 'backend'>;
+  readonly failovers: Counter<'model' | 'from_backend'>;
+  readonly breakerState: Gauge<'backend' | 'model'>;
+  readonly rateLimited: Counter<'key' | 'limit'>;
+  readonly inFlight: Gauge<'route'>;
+  readonly onnxBatchSize: Histogram<'backend'>;
+  private breakerSource: () => BreakerReading[] = () => [];
+
+  constructor(opts: { defaultMetrics?: boolean } = {}) {
+    const registers = [this.registry];
+    if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'switchyard_' });
+    this.requests = new Counter({
+      name: 'switchyard_requests_total',
+      help: 'Requests answered, by route, public model, serving backend, status class and cache result.',
+      labelNames: ['route', 'model', 'backend', 'status_class', 'cache'],
+      registers,
+    });
+    this.requestDuration = new Histogram({
+      name: 'switchyard_request_duration_seconds',
+      help: 'Time from request received to response finished (streams: to the last byte).',
+      labelNames: ['route', 'model'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.ttft = new Histogram({
+      name: 'switchyard_time_to_first_token_seconds',
+      help: 'Streams: time from request received to the first content chunk sent.',
+      labelNames: ['model', 'backend'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.upstreamDuration = new Histogram({
+      name: 'switchyard_upstream_duration_seconds',
+      help: 'Duration of each upstream attempt (streams: to the commit point).',
+      labelNames: ['backend'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.overhead = new Histogram({
+      name: 'switchyard_gateway_overhead_seconds',
+      help: 'Time spent in the gateway outside upstream calls (non-streaming requests).',
+      labelNames: ['route'],
+      buckets: OVERHEAD_BUCKETS,
+      registers,
+    });
+    this.tokens = new Counter({
+      name: 'switchyard_tokens_total',
+      help: 'Tokens reported by upstreams, by direction (in = prompt, out = completion).',
+      labelNames: ['model', 'backend', 'direction'],
+      registers,
+    });
+    this.cost = new Counter({
+      name: 'switchyard_cost_usd_total',
+      help: 'Spend in USD computed from configured prices and actual usage.',
+      labelNames: ['model', 'backend', 'key'],
+      registers,
+    });
+    this.unpricedRequests = new Counter({
+      name: 'switchyard_unpriced_requests_total',
+      help: 'Requests served by a target without a price: their cost is unknown, not zero.',
+      labelNames: ['model', 'backend'],
+      registers,
+    });
+    this.attempts = new Counter({
+      name: 'switchyard_upstream_attempts_total',
+      help: 'Upstream attempts by outcome (success, retryable, fatal, timeout, client_closed).',
+      labelNames: ['backend', 'outcome'],
+      registers,
+    });
+    this.retries = new Counter({
+      name: 'switchyard_retries_total',
+      help: 'Retries of the same target after a transient failure.',
+      labelNames: ['model', 'backend'],
+      registers,
+    });
+    this.failovers = new Counter({
+      name: 'switchyard_failovers_total',
+      help: 'Moves from a failed (or skipped) target to the next one.',
+      labelNames: ['model', 'from_backend'],
+      registers,
+    });
+    const source = (): BreakerReading[] => this.breakerSource();
+    this.breakerState = new Gauge({
+      name: 'switchyard_circuit_breaker_state',
+      help: 'Circuit breaker state per target: 0 closed, 1 half-open, 2 open.',
+      labelNames: ['backend', 'model'],
+      registers,
+      collect() {
+        this.reset();
+        for (const r of source()) this.set({ backend: r.backend, model: r.model }, r.state);
+      },
+    });
+    this.rateLimited = new Counter({
+      name: 'switchyard_rate_limited_total',
+      help: 'Requests refused by a per-key limit, by key name and limit (rpm, tpm, concurrency, budget).',
+      labelNames: ['key', 'limit'],
+      registers,
+    });
+    this.inFlight = new Gauge({
+      name: 'switchyard_in_flight_requests',
+      help: 'Requests being served right now (streams until their last byte).',
+      labelNames: ['route'],
+      registers,
+    });
+    this.onnxBatchSize = new Histogram({
+      name: 'switchyard_onnx_batch_size',
+      help: 'Inputs per ONNX Runtime session.run (dynamic batching).',
+      labelNames: ['backend'],
+      buckets: [1, 2, 4, 8, 16, 32, 64, 128],
+      registers,
+    });
+  }
+
+  /** Where the breaker gauge reads its values at scrape time. */
+  setBreakerSource(fn: () => BreakerReading[]): void {
+    this.breakerSource = fn;
+  }
+
+  async render(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+}
+
+/** Maps free-form values onto the configured names, so label cardinality stays bounded. */
+export class LabelBounds {
+  private models: ReadonlySet<string>;
+  private backends: ReadonlySet<string>;
+  private keys: ReadonlySet<string>;
+
+  constructor(models: Iterable<string>, backends: Iterable<string>, keys: Iterable<string>) {
+    this.models = new Set(models);
+    this.backends = new Set(backends);
+    this.keys = new Set(keys);
+  }
+
+  model(v: string | undefined): string {
+    return v === undefined ? 'none' : this.models.has(v) ? v : 'other';
+  }
+
+  backend(v: string | undefined): string {
+    return v === undefined ? 'none' : this.backends.has(v) ? v : 'other';
+  }
+
+  key(v: string | undefined): string {
+    return v === undefined ? 'anonymous' : this.keys.has(v) ? v : 'other';
+  }
+}
+
+export const statusClass = (status: number): string => `${Math.floor(status / 100)}xx`;
+
+/** The router's events as metrics. */
+export function routerMetrics(m: Metrics, labels: LabelBounds): RouterObserver {
+  return {
+    attempt(backend, outcome, ms) {
+      const b = labels.backend(backend);
+      m.attempts.inc({ backend: b, outcome });
+      m.upstreamDuration.observe({ backend: b }, ms / 1000);
+    },
+    retry(model, backend) {
+      m.retries.inc({ model: labels.model(model), backend: labels.backend(backend) });
+    },
+    failover(model, fromBackend) {
+      m.failovers.inc({ model: labels.model(model), from_backend: labels.backend(fromBackend) });
+    },
+  };
+}
