@@ -324,7 +324,8 @@ function skipReason(t: ResolvedTarget): GatewayError | undefined {
   };
   if (t.entry.unconfigured) return mk(`backend "${t.backend}" is not configured (its api_key is empty)`, 'backend_not_configured');
   if (t.entry.status === 'loading') return mk(`backend "${t.backend}" is still loading`, 'backend_not_ready');
-  if (t.entry.status === 'failed') return mk(`backend "${t.backend}" failed to load: ${t.entry.loadError ?? 'unknown error'}`, 'backend_not_ready');
+  // The load error can name server-side paths: it goes to the log and /status, not to clients.
+  if (t.entry.status === 'failed') return mk(`backend "${t.backend}" failed to load (see the gateway log)`, 'backend_not_ready');
   return undefined;
 }
 
