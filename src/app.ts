@@ -11,6 +11,7 @@ import { asGatewayError, errorHeaders, methodNotAllowed, routeNotFound, toOpenAI
 import { accessLog } from './http/access-log.ts';
 import { adminMiddleware, authMiddleware } from './http/auth.ts';
 import { metricsHandler } from './http/metrics.ts';
+import { overloadGuard } from './http/overload.ts';
 import { statusHtmlHandler, statusJsonHandler } from './http/status.ts';
 import { chatHandler } from './http/chat.ts';
 import { completionsHandler } from './http/completions.ts';
@@ -69,6 +70,7 @@ export function createApp(deps: Deps): Hono<AppEnv> {
     return statusHtmlHandler(deps)(c);
   });
 
+  app.use('/v1/*', overloadGuard(deps.config.server.max_concurrent_requests));
   app.use('/v1/*', authMiddleware(deps.config.keys));
 
   const routes: Array<[method: 'GET' | 'POST', path: string, handler: (c: Context<AppEnv>) => Response | Promise<Response>]> = [

@@ -78,9 +78,22 @@ export async function startServer(loaded: LoadedConfig, opts: { logger?: Logger;
     s.once('error', reject);
   });
   // Slow or stalled clients cannot hold a socket forever while sending headers or a body.
-  server.headersTimeout = 30_000;
-  server.requestTimeout = 120_000;
+  server.headersTimeout = deps.config.server.headers_timeout_ms;
+  server.requestTimeout = deps.config.server.request_timeout_ms;
   server.keepAliveTimeout = 65_000;
+  // What Node's HTTP parser rejects (oversized headers, garbage, a timeout while sending) still
+  // gets the OpenAI error envelope instead of Node's bare status line.
+  server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
+    if (!socket.writable || (err.code === 'ECONNRESET' && socket.destroyed)) return socket.destroy();
+    const [status, message] =
+      err.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'Request headers are too large.']
+        : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+          ? [408, 'The request was not received in time.']
+          : [400, 'The request could not be parsed as HTTP/1.1.'];
+    const body = JSON.stringify({ error: { message, type: 'invalid_request_error', param: null, code: status === 431 ? 'headers_too_large' : status === 408 ? 'request_timeout' : 'bad_request' } });
+    socket.end(`HTTP/1.1 ${status} ${status === 431 ? 'Request Header Fields Too Large' : status === 408 ? 'Request Timeout' : 'Bad Request'}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+  });
   const addr = server.address() as AddressInfo;
   // Listen first (liveness works at once), then load local models; /ready turns 200 when all settled.
   deps.lifecycle.loading = Promise.all([deps.registry.loadAll(), deps.gateway.warm()]).then(([failures]) => {

@@ -17,6 +17,11 @@ export const serverSchema = z.strictObject({
   max_body_bytes: positiveInt.default(10 * 1024 * 1024),
   /** On SIGTERM: how long in-flight requests and streams may take to finish. */
   shutdown_grace_ms: z.int().min(0).default(30_000),
+  /** Requests served at once by this process; more get 503 + retry-after at once (0 = no limit). */
+  max_concurrent_requests: z.int().min(0).default(1024),
+  /** Time a client may take to send its request headers, and its whole request. */
+  headers_timeout_ms: positiveInt.default(30_000),
+  request_timeout_ms: positiveInt.default(120_000),
 });
 
 const timeouts = {
