@@ -97,6 +97,8 @@ export interface ProbeResult {
   ttft99: number;
   /** ms to the end of the stream, p50 */
   total50: number;
+  /** body reads per stream, p50: about one per event when nothing buffers a paced stream */
+  reads50: number;
   count: number;
   errors: number;
 }
@@ -107,6 +109,7 @@ export async function probeStream(base: string, path: string, body: string, seco
   const ttfb = new Samples();
   const ttft = new Samples();
   const total = new Samples();
+  const reads = new Samples();
   let errors = 0;
   const until = performance.now() + seconds * 1000;
   try {
@@ -117,8 +120,10 @@ export async function probeStream(base: string, path: string, body: string, seco
         let first = -1;
         let content = -1;
         let text = '';
+        let n = 0;
         for await (const chunk of res.body as AsyncIterable<Buffer>) {
           const now = performance.now();
+          n++;
           if (first < 0) first = now - t0;
           if (content < 0) {
             text += chunk.toString('utf8');
@@ -132,6 +137,7 @@ export async function probeStream(base: string, path: string, body: string, seco
         ttfb.push(first);
         ttft.push(content);
         total.push(performance.now() - t0);
+        reads.push(n);
       } catch {
         errors++;
       }
@@ -147,6 +153,7 @@ export async function probeStream(base: string, path: string, body: string, seco
     ttft50: percentile(b, 50),
     ttft99: percentile(b, 99),
     total50: percentile(total.sorted(), 50),
+    reads50: percentile(reads.sorted(), 50),
     count: total.n,
     errors,
   };

@@ -11,7 +11,7 @@ export const EMBED_MODEL = 'mock-embed';
 export const STREAM_CHUNKS = 20;
 export const EMBED_INPUTS = 16;
 export const EMBED_DIMS = 1536;
-export const PACE_MS = 5;
+export const PACE_MS = Number(process.env.BENCH_PACE_MS ?? 5);
 /** The first content token; the TTFT probe looks for it in the bytes received. */
 export const FIRST_TOKEN = 'tok00';
 

@@ -150,3 +150,31 @@ export function sampleRss(pid: number, everyMs = 100): { stop(): { peakKb: numbe
     },
   };
 }
+
+const TICK_MS = 1000 / (Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100);
+
+/** CPU time (user + system) a process has used so far, ms; 0 when /proc is missing. */
+export function cpuMs(pid: number): number {
+  const f = `/proc/${pid}/stat`;
+  if (!existsSync(f)) return 0;
+  // fields after the ")" that ends the command name: state is field 3, utime 14, stime 15
+  const rest = readFileSync(f, 'utf8').split(') ').pop()?.split(' ') ?? [];
+  return ((Number(rest[11]) || 0) + (Number(rest[12]) || 0)) * TICK_MS;
+}
+
+/** Busy CPU time of the whole machine so far, ms (all cores, from /proc/stat). */
+export function machineBusyMs(): number {
+  if (!existsSync('/proc/stat')) return 0;
+  const f = /^cpu\s+(.+)$/m.exec(readFileSync('/proc/stat', 'utf8'))?.[1]?.split(/\s+/).map(Number) ?? [];
+  // user nice system idle iowait irq softirq steal (guest time is already in user)
+  const busy = (f[0] ?? 0) + (f[1] ?? 0) + (f[2] ?? 0) + (f[5] ?? 0) + (f[6] ?? 0) + (f[7] ?? 0);
+  return busy * TICK_MS;
+}
+
+/** Cores' worth of CPU the whole machine uses over `ms` (call it while the benchmark itself is idle). */
+export async function machineLoad(ms = 1000): Promise<number> {
+  const b0 = machineBusyMs();
+  const t0 = performance.now();
+  await sleep(ms);
+  return (machineBusyMs() - b0) / (performance.now() - t0);
+}

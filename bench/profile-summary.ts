@@ -36,6 +36,7 @@ export function packageOf(f: CallFrame): string {
     if (functionName.startsWith('(')) return functionName; // (garbage collector), (program), (idle), (root)
     return '(native builtins)';
   }
+  if (url.startsWith('wasm://')) return 'undici (llhttp wasm)';
   if (url.startsWith('node:')) {
     const rest = url.slice(5);
     if (rest.startsWith('internal/deps/')) return `node:${rest.split('/').slice(0, 3).join('/')}`;
@@ -47,16 +48,16 @@ export function packageOf(f: CallFrame): string {
     const parts = url.slice(nm + 14).split('/');
     return parts[0]?.startsWith('@') ? `${parts[0]}/${parts[1] ?? ''}` : (parts[0] ?? url);
   }
-  const src = /\/(src|bench|test)\/(.+)$/.exec(url);
+  const src = /\/(src|bench|test|dist)\/(.+)$/.exec(url);
   if (src) {
-    const dir = src[2]?.includes('/') ? src[2].split('/')[0] : (src[2] ?? '');
-    return `${src[1]}/${dir}`;
+    const dir = src[2]?.includes('/') ? src[2].split('/')[0] : (src[2] ?? '').replace(/\.[jt]s$/, '');
+    return `${src[1] === 'dist' ? 'src' : src[1]}/${dir}`;
   }
   return url;
 }
 
 function frameName(f: CallFrame): string {
-  const file = f.url === '' ? '' : ` ${f.url.replace(/^file:\/\/.*?\/(node_modules|src|bench)\//, '$1/')}:${f.lineNumber + 1}`;
+  const file = f.url === '' ? '' : ` ${f.url.replace(/^file:\/\/.*?\/(node_modules|src|bench|dist)\//, '$1/')}:${f.lineNumber + 1}`;
   return `${f.functionName || '(anonymous)'}${file}`;
 }
 
@@ -155,7 +156,7 @@ export function summarize(p: CpuProfile, n = 25, window?: Window): string {
     '',
     '| function | inclusive |',
     '|---|--:|',
-    ...top(new Map([...a.fn.total].filter(([k]) => / (src|node_modules)\//.test(k))), n).map(([k, v]) => `| \`${k}\` | ${pct(v)} |`),
+    ...top(new Map([...a.fn.total].filter(([k]) => / (src|dist|node_modules)\//.test(k))), n).map(([k, v]) => `| \`${k}\` | ${pct(v)} |`),
   ].join('\n');
 }
 

@@ -10,6 +10,10 @@ export interface Row {
   load: LoadResult;
   /** kB, largest VmRSS sampled during the run (proxies only) */
   peakRssKb?: number | undefined;
+  /** proxies: CPU time (user + system) per response over all measured rounds, µs */
+  cpuUsPerReq?: number | undefined;
+  /** proxies: share of its core the proxy used while measured, % */
+  busyPct?: number | undefined;
   /** for cache rows: the scenario whose floor/direct rows it is compared with */
   floorOf?: string | undefined;
 }
@@ -37,6 +41,9 @@ export interface Report {
   command: string;
   pinning: string;
   seconds: number;
+  rounds: number;
+  /** cores' worth of CPU used by processes outside the benchmark during the run */
+  backgroundCores?: number | undefined;
   elapsedSec: number;
   rows: Row[];
   probes: ProbeRow[];
@@ -56,8 +63,8 @@ function find(rows: Row[], scenario: string, target: TargetName): Row | undefine
 
 function loadTable(rows: Row[]): string {
   const out = [
-    '| scenario | target | RPS | × direct | × floor | p50 ms | p99 ms | added p50 ms | added × floor | errors | peak RSS MB | RSS × floor |',
-    '|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
+    '| scenario | target | RPS | × direct | × floor | p50 ms | p99 ms | added p50 ms | added × floor | CPU µs/req | CPU × floor | proxy core busy | errors | peak RSS MB | RSS × floor |',
+    '|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
   ];
   for (const r of rows) {
     const base = r.floorOf ?? r.scenario.id;
@@ -67,7 +74,7 @@ function loadTable(rows: Row[]): string {
     const added = direct && !isDirect ? r.load.p50 - direct.load.p50 : undefined;
     const floorAdded = direct && floor ? floor.load.p50 - direct.load.p50 : undefined;
     out.push(
-      `| ${r.scenario.label} | ${r.target} | ${int(r.load.rps)} | ${ratio(direct ? r.load.rps / direct.load.rps : undefined)} | ${isDirect || !floor ? '—' : ratio(r.load.rps / floor.load.rps)} | ${num(r.load.p50)} | ${num(r.load.p99)} | ${added === undefined ? '—' : `+${num(added)}`} | ${added !== undefined && floorAdded !== undefined && r.target !== 'floor' ? ratio(added / floorAdded) : '—'} | ${r.load.errors} | ${mb(r.peakRssKb)} | ${r.target !== 'floor' && r.peakRssKb && floor?.peakRssKb ? ratio(r.peakRssKb / floor.peakRssKb) : '—'} |`,
+      `| ${r.scenario.label} | ${r.target} | ${int(r.load.rps)} | ${ratio(direct ? r.load.rps / direct.load.rps : undefined)} | ${isDirect || !floor ? '—' : ratio(r.load.rps / floor.load.rps)} | ${num(r.load.p50)} | ${num(r.load.p99)} | ${added === undefined ? '—' : `+${num(added)}`} | ${added !== undefined && floorAdded !== undefined && r.target !== 'floor' ? ratio(added / floorAdded) : '—'} | ${num(r.cpuUsPerReq, 0)} | ${r.target !== 'floor' && r.cpuUsPerReq && floor?.cpuUsPerReq ? ratio(r.cpuUsPerReq / floor.cpuUsPerReq) : '—'} | ${r.busyPct === undefined ? '—' : `${r.busyPct.toFixed(0)}%`} | ${r.load.errors} | ${mb(r.peakRssKb)} | ${r.target !== 'floor' && r.peakRssKb && floor?.peakRssKb ? ratio(r.peakRssKb / floor.peakRssKb) : '—'} |`,
     );
   }
   return out.join('\n');
@@ -75,8 +82,8 @@ function loadTable(rows: Row[]): string {
 
 function probeTable(probes: ProbeRow[]): string {
   const out = [
-    '| probe (1 conn, sequential) | target | TTFB p50 ms | TTFT p50 ms | TTFT p99 ms | added TTFT ms | added × floor | stream end p50 ms | n | errors |',
-    '|---|---|--:|--:|--:|--:|--:|--:|--:|--:|',
+    '| probe (1 conn, sequential) | target | TTFB p50 ms | TTFT p50 ms | TTFT p99 ms | added TTFT ms | added × floor | stream end p50 ms | body reads p50 | n | errors |',
+    '|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
   ];
   for (const p of probes) {
     const direct = probes.find((x) => x.id === p.id && x.target === 'direct');
@@ -84,13 +91,16 @@ function probeTable(probes: ProbeRow[]): string {
     const added = direct && p.target !== 'direct' ? p.result.ttft50 - direct.result.ttft50 : undefined;
     const floorAdded = direct && floor ? floor.result.ttft50 - direct.result.ttft50 : undefined;
     out.push(
-      `| ${p.label} | ${p.target} | ${num(p.result.ttfb50)} | ${num(p.result.ttft50)} | ${num(p.result.ttft99)} | ${added === undefined ? '—' : `+${num(added)}`} | ${added !== undefined && floorAdded !== undefined && p.target === 'switchyard' ? ratio(added / floorAdded) : '—'} | ${num(p.result.total50)} | ${p.result.count} | ${p.result.errors} |`,
+      `| ${p.label} | ${p.target} | ${num(p.result.ttfb50)} | ${num(p.result.ttft50)} | ${num(p.result.ttft99)} | ${added === undefined ? '—' : `+${num(added)}`} | ${added !== undefined && floorAdded !== undefined && p.target === 'switchyard' ? ratio(added / floorAdded) : '—'} | ${num(p.result.total50)} | ${p.result.reads50} | ${p.result.count} | ${p.result.errors} |`,
     );
   }
   return out.join('\n');
 }
 
-type Check = { what: string; measured: string; goal: string; ok: boolean | undefined };
+/** `cpu`: the same comparison by CPU time per request (capacity of one saturated core), steadier on a busy machine */
+type Check = { what: string; measured: string; goal: string; ok: boolean | undefined; cpu?: { text: string; ok: boolean } | undefined };
+
+const capacity = (floorCpu: number | undefined, cpu: number | undefined): number | undefined => (floorCpu && cpu ? floorCpu / cpu : undefined);
 
 function checks(r: Report): Check[] {
   const out: Check[] = [];
@@ -102,7 +112,7 @@ function checks(r: Report): Check[] {
     return (s.load.p50 - d.load.p50) / (f.load.p50 - d.load.p50);
   };
   const a = addedRatio('chat-c1');
-  out.push({ what: 'added p50, chat, 1 conn', measured: ratio(a), goal: '≤ 1.50× floor', ok: a === undefined ? undefined : a <= 1.5 });
+  if (a !== undefined) out.push({ what: 'added p50, chat, 1 conn', measured: ratio(a), goal: '≤ 1.50× floor', ok: a <= 1.5 });
   const pz = ['direct', 'floor', 'switchyard'].map((t) => r.probes.find((p) => p.id === 'ttfb-zero' && p.target === t));
   if (pz[0] && pz[1] && pz[2]) {
     const v = (pz[2].result.ttft50 - pz[0].result.ttft50) / (pz[1].result.ttft50 - pz[0].result.ttft50);
@@ -113,14 +123,16 @@ function checks(r: Report): Check[] {
     const s = find(r.rows, id, 'switchyard');
     if (!f || !s) continue;
     const v = s.load.rps / f.load.rps;
-    out.push({ what: `throughput, ${s.scenario.label}`, measured: ratio(v), goal: '≥ 0.75× floor', ok: v >= 0.75 });
+    const cap = capacity(f.cpuUsPerReq, s.cpuUsPerReq);
+    out.push({ what: `throughput, ${s.scenario.label}`, measured: ratio(v), goal: '≥ 0.75× floor', ok: v >= 0.75, cpu: cap === undefined ? undefined : { text: ratio(cap), ok: cap >= 0.75 } });
   }
   for (const c of r.rows.filter((x) => x.target === 'switchyard+cache')) {
     const f = find(r.rows, c.floorOf ?? '', 'floor');
     if (!f) continue;
     const faster = c.scenario.connections === 1 ? c.load.p50 < f.load.p50 : c.load.rps > f.load.rps;
     const m = c.scenario.connections === 1 ? `p50 ${num(c.load.p50)} vs ${num(f.load.p50)} ms` : `${int(c.load.rps)} vs ${int(f.load.rps)} RPS`;
-    out.push({ what: `${c.scenario.label} vs floor pass-through`, measured: m, goal: 'faster than floor', ok: faster });
+    const cap = c.scenario.connections === 1 ? undefined : capacity(f.cpuUsPerReq, c.cpuUsPerReq);
+    out.push({ what: `${c.scenario.label} vs floor pass-through`, measured: m, goal: 'faster than floor', ok: faster, cpu: cap === undefined ? undefined : { text: `${ratio(cap)} (${num(c.cpuUsPerReq, 0)} vs ${num(f.cpuUsPerReq, 0)} µs/req)`, ok: cap > 1 } });
   }
   if (r.cacheNote) out.push({ what: 'cache hit vs floor pass-through', measured: r.cacheNote, goal: 'faster than floor', ok: undefined });
   const peak = (t: TargetName): number => Math.max(0, ...r.rows.filter((x) => x.target === t && x.scenario.connections === 64 && x.peakRssKb).map((x) => x.peakRssKb ?? 0));
@@ -147,7 +159,11 @@ function checks(r: Report): Check[] {
 
 function checkTable(r: Report): string {
   const mark = (ok: boolean | undefined): string => (ok === undefined ? 'n/a' : ok ? 'met' : '**not met**');
-  return ['| target (issue 8) | measured | goal | status |', '|---|---|---|---|', ...checks(r).map((c) => `| ${c.what} | ${c.measured} | ${c.goal} | ${mark(c.ok)} |`)].join('\n');
+  return [
+    '| target (issue 8) | goal | measured | status | by CPU µs/req: capacity vs floor | status |',
+    '|---|---|---|---|---|---|',
+    ...checks(r).map((c) => `| ${c.what} | ${c.goal} | ${c.measured} | ${mark(c.ok)} | ${c.cpu?.text ?? '—'} | ${c.cpu ? mark(c.cpu.ok) : '—'} |`),
+  ].join('\n');
 }
 
 function longTable(rows: LongRow[]): string {
@@ -165,11 +181,13 @@ export function render(r: Report): string {
     '',
     `Machine: ${r.machine.join(' · ')}`,
     '',
-    `Processes: ${r.pinning}. Each load run: ${r.seconds} s measured after a short warm-up; latencies are autocannon's per-response times (sub-ms). "added" = p50 minus the direct (no proxy) p50 of the same scenario; "× floor" compares with the bare node:http + undici.request proxy measured in the same run. Peak RSS = largest VmRSS sampled every 100 ms during the run.`,
+    `Processes: ${r.pinning}.${r.backgroundCores !== undefined ? ` Other processes on the machine used ${r.backgroundCores.toFixed(2)} cores on average during the run${r.backgroundCores > 0.2 ? ' (a noisy run: absolute numbers are low and throughput ratios noisy; CPU µs/req is the steadier measure)' : ''}.` : ''}`,
+    '',
+    `Each (scenario, target): ${r.rounds} round${r.rounds > 1 ? 's' : ''} of ${r.seconds} s, interleaved with the other targets, after a short warm-up; the row shows the round with the most RPS. Latencies are autocannon's per-response times (sub-ms). "added" = p50 minus the direct (no proxy) p50 of the same scenario; "× floor" compares with the bare node:http + undici.request proxy measured in the same run. CPU µs/req = the proxy process's user + system time per response over all rounds (1,000,000 / that ≈ what one core could serve); "proxy core busy" = its share of its core (below ~95%: the proxy was not the only limit — the load generator's core, the 1-connection round trip, or another process on its core). Peak RSS = largest VmRSS sampled every 100 ms.`,
     '',
     loadTable(r.rows),
     '',
-    'Streams, one request at a time: TTFB = first body byte, TTFT = first content token (the gateway holds the response until the first content chunk, its commit point, so for it the two coincide). "zero-latency" sends the whole stream at once; "paced" sends a chunk every 5 ms.',
+    'Streams, one request at a time: TTFB = first body byte, TTFT = first content token (the gateway holds the response until the first content chunk, its commit point, so for it the two coincide). "zero-latency" sends the whole stream at once; "paced" sends a chunk every 5 ms (role, 20 contents, finish, [DONE]; the gateway always asks upstream for usage, one event more, so its stream ends ~5 ms later). Body reads = separate arrivals at the client: a proxy that buffered the stream would show a handful, not ~one per event.',
     '',
     probeTable(r.probes),
   ];

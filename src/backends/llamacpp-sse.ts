@@ -6,14 +6,13 @@
  *   error: {"error":{…}}  /  error: {…}                                 older versions
  *   event: error + data: {…} (no "error" key)                          Anthropic-style framing
  *
- * The openai SDK raises the first as an APIError. The second is not an SSE field: a parser that
- * follows the spec drops it silently and the stream just ends, hiding the failure. The third it
- * would yield as if it were a chunk. `withLlamaSse` wraps undici's fetch so that event-stream bodies
- * have the last two rewritten to the first; everything else passes through byte for byte.
+ * The `openai` backend's stream reader (openai-http.ts) raises the first as an error. The second is
+ * not an SSE field: a parser that follows the spec drops it silently and the stream just ends,
+ * hiding the failure. The third it would yield as if it were a chunk. `llamaSseFraming` tells that
+ * reader to take the last two as the first; `normalizeLlamaSse` does the same rewrite on an SSE
+ * byte stream (for readers that only see bytes), passing everything else through byte for byte.
  */
-import { Response, fetch as undiciFetch } from 'undici';
-
-type UndiciFetch = typeof undiciFetch;
+import type { SseFraming } from './openai-http.ts';
 
 /** The `data:` payload of an error event: always a JSON object with an `error` key. */
 export function asErrorData(value: string): string {
@@ -88,17 +87,10 @@ export function normalizeLlamaSse(): TransformStream<Uint8Array, Uint8Array> {
   });
 }
 
-/** undici's fetch, with llama-server's event-stream bodies normalized (see the file comment). */
-export function withLlamaSse(base: UndiciFetch = undiciFetch): UndiciFetch {
-  const wrapped = async (input: Parameters<UndiciFetch>[0], init?: Parameters<UndiciFetch>[1]): Promise<Response> => {
-    const res = await base(input, init);
-    if (!res.body || !(res.headers.get('content-type') ?? '').includes('text/event-stream')) return res;
-    const body = (res.body as unknown as ReadableStream<Uint8Array>).pipeThrough(normalizeLlamaSse());
-    return new Response(body as unknown as ConstructorParameters<typeof Response>[0], {
-      status: res.status,
-      statusText: res.statusText,
-      headers: res.headers,
-    });
-  };
-  return wrapped as UndiciFetch;
-}
+/** llama-server's error framings for the event-level reader (see the file comment). */
+export const llamaSseFraming: SseFraming = {
+  // `event: error` + `data: {…}`: the data, with an "error" key
+  event: (ev) => (ev.event === 'error' ? asErrorData(ev.data.trim()) : ev.data),
+  // `error: {…}`: an error event of its own
+  unknownField: (field, value) => (field === 'error' ? asErrorData(value.trim()) : null),
+};

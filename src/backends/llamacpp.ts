@@ -2,8 +2,8 @@
  * `type: llamacpp` — llama.cpp's llama-server, a model on the operator's own hardware.
  *
  * Requests go through llama-server's OpenAI-compatible routes (`/v1/chat/completions`,
- * `/v1/completions`, `/v1/embeddings`) by the `openai` backend's machinery (SDK, pooled undici
- * dispatcher), so its extras (`cache_prompt`, `n_probs`, `grammar`, `json_schema`, …) go upstream
+ * `/v1/completions`, `/v1/embeddings`) by the `openai` backend's machinery (undici.request on a
+ * pooled dispatcher), so its extras (`cache_prompt`, `n_probs`, `grammar`, `json_schema`, …) go upstream
  * as the client sent them and its answers' extras (`timings`, `reasoning_content`, …) come back.
  * What this file adds is what makes a local server a good citizen of the router:
  *
@@ -18,8 +18,7 @@
  * - its mid-stream error events, in every shape it has used, end the client's stream with an
  *   error (llamacpp-sse.ts).
  */
-import OpenAI from 'openai';
-import type { LlamaCppBackendConfig } from '../config/schema.ts';
+import { DEFAULT_MAX_RESPONSE_BYTES, type LlamaCppBackendConfig } from '../config/schema.ts';
 import { GatewayError } from '../errors.ts';
 import type { ChatCompletion, ChatCompletionChunk, ChatRequest } from '../protocol/chat.ts';
 import type { Completion, CompletionRequest } from '../protocol/completions.ts';
@@ -28,9 +27,9 @@ import type { Logger } from '../telemetry/logger.ts';
 import type { BackendHealth, BaseLLM, CallContext, Capabilities, Capacity } from './base-llm.ts';
 import { fromLlamaStatus, llamaStreamError, poolingNone, type LlamaErrorBody } from './llamacpp-errors.ts';
 import { LlamaServerMonitor } from './llamacpp-monitor.ts';
-import { withLlamaSse } from './llamacpp-sse.ts';
+import { llamaSseFraming } from './llamacpp-sse.ts';
+import type { StatusErrorInfo } from './openai-http.ts';
 import { OpenAICompatibleBackend } from './openai.ts';
-import { retryAfterSeconds } from './upstream-errors.ts';
 
 /** The server root: no trailing slash, no trailing /v1 (the OpenAI routes are under /v1). */
 export function llamaServerRoot(baseUrl: string): string {
@@ -54,29 +53,30 @@ class LlamaServerClient extends OpenAICompatibleBackend {
         base_url: `${llamaServerRoot(cfg.base_url)}/v1`,
         api_key: cfg.api_key || undefined,
         max_connections: cfg.max_connections,
+        max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         timeout_ms: cfg.timeout_ms,
         stream_idle_timeout_ms: cfg.stream_idle_timeout_ms,
         first_token_timeout_ms: cfg.first_token_timeout_ms,
       },
-      { fetch: withLlamaSse() },
+      { sseFraming: llamaSseFraming },
     );
   }
 
-  override mapError(err: unknown): unknown {
-    if (err instanceof OpenAI.APIError && !(err instanceof OpenAI.APIConnectionError) && !(err instanceof OpenAI.APIUserAbortError)) {
-      // status undefined: an error event inside a stream that had begun.
-      if (err.status === undefined) return llamaStreamError(this.backendId, err.error, this.secretList);
-      const body = (typeof err.error === 'object' && err.error !== null ? err.error : undefined) as LlamaErrorBody | undefined;
-      return fromLlamaStatus({
-        backend: this.backendId,
-        status: err.status,
-        // a body that was not JSON: the SDK put its text in the message, after the status
-        error: body ?? (err.message ? { message: err.message.replace(/^\d{3}\s+/, '') } : undefined),
-        retryAfter: err.headers ? retryAfterSeconds((n) => err.headers?.get(n)) : undefined,
-        secrets: this.secretList,
-      });
-    }
-    return super.mapError(err);
+  protected override fromStatus(info: StatusErrorInfo): GatewayError {
+    const body = info.error as LlamaErrorBody | undefined;
+    return fromLlamaStatus({
+      backend: this.backendId,
+      status: info.status,
+      // a body that was not JSON: its text is the message
+      error: body ?? (info.bodyText ? { message: info.bodyText } : undefined),
+      retryAfter: info.retryAfter,
+      secrets: this.secretList,
+    });
+  }
+
+  /** An error event inside a stream that had begun. */
+  protected override fromStreamError(error: unknown): GatewayError {
+    return llamaStreamError(this.backendId, error, this.secretList);
   }
 
   /** Pooling `none` gives one vector per token (a 2-D array): say so instead of "malformed". */

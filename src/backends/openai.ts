@@ -1,37 +1,37 @@
 /**
  * `type: openai` — any OpenAI-compatible HTTP API (OpenAI, Groq, Together, DeepSeek, Mistral,
- * vLLM, Ollama's /v1, …). Built on the official `openai` SDK with `maxRetries: 0` (the router owns
- * retries), the request's abort signal, and one pooled keep-alive undici dispatcher per backend.
- * Request bodies go upstream as the client sent them (vendor extras included), with only `model`
- * replaced by the router.
+ * vLLM, Ollama's /v1, …). Calls go through `undici`'s request API on one pooled keep-alive Agent per
+ * backend (openai-http.ts): the openai SDK's fetch path cost about five times the CPU per call
+ * (bench/upstream-client.ts), so only its types are kept, as the internal types. No retries here
+ * (the router owns them); the request's abort signal goes upstream. Request bodies go upstream as
+ * the client sent them (vendor extras included), with only `model` replaced by the router.
  */
-import OpenAI from 'openai';
-import type { ChatCompletionCreateParamsNonStreaming, ChatCompletionCreateParamsStreaming } from 'openai/resources/chat/completions';
-import type { CompletionCreateParamsNonStreaming, CompletionCreateParamsStreaming } from 'openai/resources/completions';
-import type { EmbeddingCreateParams } from 'openai/resources/embeddings';
-import { Agent, fetch as undiciFetch } from 'undici';
+import { Agent } from 'undici';
 import type { OpenAIBackendConfig } from '../config/schema.ts';
-import { GatewayError } from '../errors.ts';
+import type { GatewayError } from '../errors.ts';
 import type { ChatCompletion, ChatCompletionChunk, ChatRequest } from '../protocol/chat.ts';
 import type { Completion, CompletionRequest } from '../protocol/completions.ts';
 import type { Embedding, EmbeddingRequest, EmbeddingResponse } from '../protocol/embeddings.ts';
 import type { BackendHealth, BaseLLM, CallContext, Capabilities } from './base-llm.ts';
-import { fromUpstreamStatus, redact, retryAfterSeconds, upstreamMalformed, upstreamUnreachable } from './upstream-errors.ts';
+import { OpenAIHttpClient, streamErrorEvent, type CallOptions, type SseFraming, type StatusErrorInfo } from './openai-http.ts';
+import { fromUpstreamStatus, upstreamMalformed } from './upstream-errors.ts';
 
-type Fetch = NonNullable<ConstructorParameters<typeof OpenAI>[0]>['fetch'];
+export interface OpenAICompatibleOptions {
+  /** Error framings of the upstream's event streams beyond `data: {"error":…}` (llama-server's). */
+  sseFraming?: SseFraming;
+}
 
 export class OpenAICompatibleBackend implements BaseLLM {
   readonly type = 'openai' as const;
   readonly capabilities: Capabilities = { chat: true, embeddings: true, completions: true };
-  private readonly client: OpenAI;
+  private readonly http: OpenAIHttpClient;
   private readonly dispatcher: Agent;
-  private readonly secrets: string[];
+  protected readonly secrets: string[];
 
   constructor(
     readonly id: string,
-    private readonly cfg: OpenAIBackendConfig,
-    /** `fetch`: wraps undici's fetch (the llamacpp backend normalizes llama-server's SSE error events). */
-    options: { fetch?: typeof undiciFetch } = {},
+    cfg: OpenAIBackendConfig,
+    options: OpenAICompatibleOptions = {},
   ) {
     this.dispatcher = new Agent({
       connections: cfg.max_connections,
@@ -41,64 +41,56 @@ export class OpenAICompatibleBackend implements BaseLLM {
       headersTimeout: 0,
       bodyTimeout: 0,
     });
-    const headers: Record<string, string | null> = { ...(cfg.headers ?? {}) };
-    if (!cfg.api_key) headers.Authorization = null;
     this.secrets = [cfg.api_key ?? '', ...Object.values(cfg.headers ?? {})].filter((s) => s.length >= 8);
-    this.client = new OpenAI({
-      apiKey: cfg.api_key || 'no-key',
-      adminAPIKey: null,
-      organization: cfg.organization ?? null,
-      project: cfg.project ?? null,
-      webhookSecret: null,
-      baseURL: cfg.base_url,
-      maxRetries: 0,
-      // Deadlines are enforced by the router through the abort signal.
-      timeout: 24 * 3600_000,
-      defaultHeaders: headers,
-      fetch: (options.fetch ?? undiciFetch) as unknown as Fetch,
-      fetchOptions: { dispatcher: this.dispatcher } as NonNullable<ConstructorParameters<typeof OpenAI>[0]>['fetchOptions'],
-      logLevel: 'off',
+    const headers: Record<string, string> = { 'content-type': 'application/json', 'user-agent': 'switchyard' };
+    if (cfg.api_key) headers.authorization = `Bearer ${cfg.api_key}`;
+    if (cfg.organization) headers['openai-organization'] = cfg.organization;
+    if (cfg.project) headers['openai-project'] = cfg.project;
+    for (const [k, v] of Object.entries(cfg.headers ?? {})) headers[k.toLowerCase()] = v;
+    this.http = new OpenAIHttpClient({
+      backend: id,
+      baseUrl: cfg.base_url,
+      dispatcher: this.dispatcher,
+      headers,
+      secrets: this.secrets,
+      maxResponseBytes: cfg.max_response_bytes,
+      statusError: (info) => this.fromStatus(info),
+      streamError: (error) => this.fromStreamError(error),
+      sseFraming: options.sseFraming,
     });
   }
 
   async chat(req: ChatRequest, ctx: CallContext): Promise<ChatCompletion> {
     // Only called for non-streaming requests: send the body as it came (no `stream: false` added).
-    const body = req as unknown as ChatCompletionCreateParamsNonStreaming;
-    const res = await this.call(() => this.client.chat.completions.create(body, this.opts(ctx)));
-    if (!res || typeof res !== 'object' || !Array.isArray(res.choices)) throw upstreamMalformed(this.id, 'no "choices" array');
-    return res;
+    const res = await this.http.postJson('/chat/completions', req, opts(ctx));
+    if (!hasChoices(res)) throw upstreamMalformed(this.id, 'no "choices" array');
+    return res as ChatCompletion;
   }
 
   async chatStream(req: ChatRequest, ctx: CallContext): Promise<AsyncIterable<ChatCompletionChunk>> {
-    const body = { ...req, stream: true } as unknown as ChatCompletionCreateParamsStreaming;
-    const stream = await this.call(() => this.client.chat.completions.create(body, this.opts(ctx)));
-    return this.mapStream(stream);
+    return (await this.http.postStream('/chat/completions', { ...req, stream: true }, opts(ctx))) as AsyncIterable<ChatCompletionChunk>;
   }
 
   async complete(req: CompletionRequest, ctx: CallContext): Promise<Completion> {
-    const body = req as unknown as CompletionCreateParamsNonStreaming;
-    const res = await this.call(() => this.client.completions.create(body, this.opts(ctx)));
-    if (!res || typeof res !== 'object' || !Array.isArray(res.choices)) throw upstreamMalformed(this.id, 'no "choices" array');
-    return res;
+    const res = await this.http.postJson('/completions', req, opts(ctx));
+    if (!hasChoices(res)) throw upstreamMalformed(this.id, 'no "choices" array');
+    return res as Completion;
   }
 
   async completeStream(req: CompletionRequest, ctx: CallContext): Promise<AsyncIterable<Completion>> {
-    const body = { ...req, stream: true } as unknown as CompletionCreateParamsStreaming;
-    const stream = await this.call(() => this.client.completions.create(body, this.opts(ctx)));
-    return this.mapStream(stream);
+    return (await this.http.postStream('/completions', { ...req, stream: true }, opts(ctx))) as AsyncIterable<Completion>;
   }
 
   async embed(req: EmbeddingRequest, ctx: CallContext): Promise<EmbeddingResponse> {
-    // Ask upstream for what the client wants; with an explicit format the SDK returns the bytes
-    // as they came, and the HTTP layer converts whatever arrived (some vendors ignore base64).
-    const body = { ...req, encoding_format: req.encoding_format ?? 'float' } as unknown as EmbeddingCreateParams;
-    const res: unknown = await this.call(() => this.client.embeddings.create(body, this.opts(ctx)));
+    // Ask upstream for what the client wants and keep what arrives as it came (a base64 string
+    // stays a string); the gateway converts only when the upstream ignored the format.
+    const res = await this.http.postJson('/embeddings', { ...req, encoding_format: req.encoding_format ?? 'float' }, opts(ctx));
     return this.checkEmbeddings(res);
   }
 
   async health(ctx: CallContext): Promise<BackendHealth> {
     try {
-      await this.call(() => this.client.models.list(this.opts(ctx)));
+      await this.http.getJson('/models', opts(ctx));
       return { ok: true, ready: true };
     } catch (err) {
       return { ok: false, ready: false, detail: err instanceof Error ? err.message : 'unreachable' };
@@ -109,9 +101,14 @@ export class OpenAICompatibleBackend implements BaseLLM {
     await this.dispatcher.close();
   }
 
-  /** Per-request options: the attempt's abort signal, and the request id so upstream logs correlate. */
-  private opts(ctx: CallContext): { signal: AbortSignal; headers: Record<string, string> } {
-    return { signal: ctx.signal, headers: { 'x-request-id': ctx.requestId } };
+  /** A non-2xx answer → the error the client sees. */
+  protected fromStatus(info: StatusErrorInfo): GatewayError {
+    return fromUpstreamStatus(info);
+  }
+
+  /** The `error` of a `data: {"error":…}` event inside a stream that had begun. */
+  protected fromStreamError(error: unknown): GatewayError {
+    return streamErrorEvent(this.id, error, this.secrets);
   }
 
   protected checkEmbeddings(res: unknown): EmbeddingResponse {
@@ -131,83 +128,13 @@ export class OpenAICompatibleBackend implements BaseLLM {
     const tt = typeof r.usage?.total_tokens === 'number' ? r.usage.total_tokens : pt;
     return { object: 'list', data, model: typeof r.model === 'string' ? r.model : '', usage: { prompt_tokens: pt, total_tokens: tt } };
   }
-
-  private async *mapStream<T>(stream: AsyncIterable<T>): AsyncGenerator<T> {
-    try {
-      for await (const chunk of stream) yield chunk;
-    } catch (err) {
-      const e = this.mapError(err);
-      if (e instanceof GatewayError && e.code === 'upstream_unreachable') {
-        // The connection was up (we were reading the stream) and then went away.
-        const lost = new GatewayError(`Backend "${this.id}" dropped the connection mid-stream.`, {
-          status: 502,
-          type: 'upstream_error',
-          code: 'upstream_connection_lost',
-          retryable: true,
-          cause: err,
-        });
-        lost.backend = this.id;
-        throw lost;
-      }
-      throw e;
-    }
-  }
-
-  private async call<T>(fn: () => Promise<T>): Promise<T> {
-    try {
-      return await fn();
-    } catch (err) {
-      throw this.mapError(err);
-    }
-  }
-
-  /** SDK errors → GatewayError. Aborts are rethrown as they are: the router knows why it aborted. */
-  mapError(err: unknown): unknown {
-    if (err instanceof GatewayError) return err;
-    if (err instanceof OpenAI.APIUserAbortError) return err;
-    if (err instanceof OpenAI.APIConnectionTimeoutError) return upstreamUnreachable(this.id, 'connection timed out');
-    if (err instanceof OpenAI.APIConnectionError) {
-      const cause = err.cause instanceof Error ? (err.cause.cause instanceof Error ? err.cause.cause : err.cause) : undefined;
-      const code = cause && 'code' in cause && typeof cause.code === 'string' ? cause.code : undefined;
-      return upstreamUnreachable(this.id, code ?? redact(cause?.message ?? 'connection failed', this.secrets));
-    }
-    if (err instanceof OpenAI.APIError) {
-      const body = err.error as UpstreamErrorBody | undefined;
-      if (err.status === undefined) {
-        // An `error` event inside an SSE stream.
-        const msg = typeof body?.message === 'string' ? redact(body.message, this.secrets) : 'stream error';
-        const e = new GatewayError(`Backend "${this.id}" reported an error mid-stream: ${msg}`, {
-          status: 502,
-          type: 'upstream_error',
-          code: 'upstream_stream_error',
-          retryable: true,
-        });
-        e.backend = this.id;
-        return e;
-      }
-      return fromUpstreamStatus({
-        backend: this.id,
-        status: err.status,
-        error: body,
-        retryAfter: err.headers ? retryAfterSeconds((n) => err.headers?.get(n)) : undefined,
-        secrets: this.secrets,
-      });
-    }
-    if (err instanceof SyntaxError) return upstreamMalformed(this.id, 'invalid JSON');
-    if (err instanceof Error && (err.name === 'AbortError' || err.name === 'TimeoutError')) return err;
-    if (err instanceof TypeError || (err instanceof Error && 'code' in err)) {
-      // undici: "terminated", socket resets and the like while reading a body.
-      const cause = err.cause instanceof Error ? err.cause : err;
-      const code = 'code' in cause && typeof cause.code === 'string' ? cause.code : cause.message;
-      return upstreamUnreachable(this.id, `connection lost (${redact(code, this.secrets)})`);
-    }
-    return err;
-  }
 }
 
-interface UpstreamErrorBody {
-  message?: unknown;
-  type?: unknown;
-  param?: unknown;
-  code?: unknown;
+/** Per-request options: the attempt's abort signal, and the request id so upstream logs correlate. */
+function opts(ctx: CallContext): CallOptions {
+  return { signal: ctx.signal, headers: { 'x-request-id': ctx.requestId } };
+}
+
+function hasChoices(res: unknown): boolean {
+  return typeof res === 'object' && res !== null && Array.isArray((res as { choices?: unknown }).choices);
 }

@@ -68,8 +68,8 @@ describe('decide', () => {
     assert.deepEqual(decide(on, 'chat', { temperature: 0.7 }, none), { use: false, why: 'temperature' });
     assert.deepEqual(decide(on, 'chat', {}, none), { use: false, why: 'temperature' }, 'no temperature = the default of 1');
     assert.deepEqual(decide(on, 'embeddings', {}, none), { use: true, read: true });
-    const any = cacheSchema.parse({ enabled: true, cache_nonzero_temperature: true });
-    assert.deepEqual(decide(any, 'chat', { temperature: 1.2 }, none), { use: true, read: true });
+    const loose = cacheSchema.parse({ enabled: true, cache_nonzero_temperature: true });
+    assert.deepEqual(decide(loose, 'chat', { temperature: 1.2 }, none), { use: true, read: true });
   });
 
   it('honours Cache-Control no-store (bypass) and no-cache (refresh)', () => {

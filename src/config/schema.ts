@@ -33,6 +33,9 @@ const timeouts = {
   first_token_timeout_ms: positiveInt.optional(),
 };
 
+/** Default `max_response_bytes` of the backends that read upstream bodies themselves. */
+export const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
+
 export const openaiBackendSchema = z.strictObject({
   type: z.literal('openai'),
   base_url: url,
@@ -44,6 +47,8 @@ export const openaiBackendSchema = z.strictObject({
   headers: z.record(z.string(), text()).optional(),
   /** Upper bound on pooled keep-alive connections to this upstream. */
   max_connections: positiveInt.default(256),
+  /** Largest upstream response body read (a non-streamed answer, or one event of a stream); larger is a 502. */
+  max_response_bytes: positiveInt.default(DEFAULT_MAX_RESPONSE_BYTES),
   ...timeouts,
 });
 

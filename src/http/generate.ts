@@ -39,10 +39,10 @@ export function generationHandler<Req extends { model: string; stream?: boolean 
       const stream = sseBody(
         s.result,
         (err) => {
-          const u = s.usage.value;
+          const u = log.cache === 'hit' ? undefined : s.usage.value;
           log.promptTokens = u?.prompt_tokens;
           log.completionTokens = u?.completion_tokens;
-          log.costUsd = costUsd(u, log.price);
+          log.costUsd = log.cache === 'hit' ? 0 : costUsd(u, log.price);
           if (err) log.errorCode = err.code ?? err.type;
         },
         () => {

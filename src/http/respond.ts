@@ -34,6 +34,12 @@ export function markRouted<T>(c: Context<AppEnv>, r: Routed<T> | Answer<T>): voi
 /** Tokens and cost of a finished (non-streaming) answer: into the log and `x-switchyard-cost-usd`. */
 export function markUsage(c: Context<AppEnv>, usage: TokenUsage | null | undefined): void {
   const log = c.get('log');
+  if (log.cache === 'hit') {
+    // Served from the cache (or from another request's upstream call): nothing was spent.
+    log.costUsd = 0;
+    c.header('x-switchyard-cost-usd', '0.0');
+    return;
+  }
   if (!usage) return;
   log.promptTokens = usage.prompt_tokens ?? undefined;
   log.completionTokens = usage.completion_tokens ?? undefined;

@@ -76,6 +76,8 @@ export class RedisStore implements StateStore {
   private up = false;
   private lastError: string | undefined = 'connecting';
   private closed = false;
+  /** last probe of a live connection that was marked down */
+  private probeAt = 0;
 
   constructor(private readonly opts: RedisStoreOptions) {
     this.local = new MemoryStore({ maxEntries: opts.maxEntries, maxBytes: opts.maxBytes, local: true });
@@ -89,6 +91,7 @@ export class RedisStore implements StateStore {
     });
     this.redis.on('ready', () => {
       const was = this.lastError;
+      if (this.up) return;
       this.up = true;
       this.lastError = undefined;
       if (was === 'connecting') opts.logger.info('state store connected', { store: 'redis', url: safeUrl(opts.url) });
@@ -131,8 +134,25 @@ export class RedisStore implements StateStore {
     }
   }
 
+  /**
+   * Whether to use Redis for the next command. After a failed command on a live connection (a
+   * timeout: Redis slow, not gone) one probe per second is let through; its success recovers.
+   */
   private available(): boolean {
-    return this.up && this.redis.status === 'ready';
+    if (this.redis.status !== 'ready') return false;
+    if (this.up) return true;
+    const now = Date.now();
+    if (now - this.probeAt < 1000) return false;
+    this.probeAt = now;
+    return true;
+  }
+
+  /** A command succeeded: Redis is back if it was marked down. */
+  private ok(): void {
+    if (this.up) return;
+    this.up = true;
+    this.lastError = undefined;
+    this.opts.logger.warn('state store recovered', { store: 'redis', url: safeUrl(this.opts.url) });
   }
 
   private async run(s: Script, keys: string[], args: Array<string | number>): Promise<unknown> {
@@ -172,6 +192,7 @@ export class RedisStore implements StateStore {
       this.down(err as Error);
       return this.fallbackAdmit(r);
     }
+    this.ok();
     const a = Array.isArray(reply) ? reply : [];
     const num = (i: number): number => Number(a[i] ?? 0);
     const allowed = num(0) === 1;
@@ -236,7 +257,9 @@ export class RedisStore implements StateStore {
   async cacheGet(key: string): Promise<string | undefined> {
     if (!this.available()) return this.opts.onUnavailable === 'open' ? this.local.cacheGet(key) : undefined;
     try {
-      return (await this.redis.get(`${this.opts.keyPrefix}c:${key}`)) ?? undefined;
+      const v = await this.redis.get(`${this.opts.keyPrefix}c:${key}`);
+      this.ok();
+      return v ?? undefined;
     } catch (err) {
       this.down(err as Error);
       return undefined;
@@ -256,7 +279,7 @@ export class RedisStore implements StateStore {
   }
 
   status(): StoreStatus {
-    if (this.available()) return { store: 'redis', state: 'ok' };
+    if (this.up && this.redis.status === 'ready') return { store: 'redis', state: 'ok' };
     return {
       store: 'redis',
       state: 'degraded',

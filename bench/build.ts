@@ -1,0 +1,45 @@
+/**
+ * A plain-JavaScript build of src/ and bench/ with tsc into .cache/bench-build/ (gitignored), so
+ * the processes under test can run as production runs them (`npm run build` → dist/): without
+ * tsx, whose loader thread, per-module transform and source-map support add memory and CPU that
+ * production does not pay, and with real line numbers in CPU profiles.
+ */
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+export interface Commands {
+  /** node arguments that start each process (script path first, its own arguments to be appended) */
+  mock: string[];
+  floor: string[];
+  gateway: string[];
+  note: string;
+}
+
+export function tsxCommands(root: string): Commands {
+  const tsx = (f: string): string[] => ['--import', 'tsx', join(root, f)];
+  return { mock: tsx('bench/mock-upstream.ts'), floor: tsx('bench/floor-proxy.ts'), gateway: tsx('src/main.ts'), note: 'TypeScript run through tsx (`node --import tsx`)' };
+}
+
+/** Compiles with tsc; falls back to tsx (and says so) when the build produced no entry points. */
+export function compiledCommands(root: string): Commands {
+  const out = join(root, '.cache', 'bench-build');
+  rmSync(out, { recursive: true, force: true });
+  mkdirSync(out, { recursive: true });
+  writeFileSync(
+    join(out, 'tsconfig.json'),
+    JSON.stringify({
+      extends: '../../tsconfig.json',
+      compilerOptions: { noEmit: false, rootDir: '../..', outDir: '.', sourceMap: false, declaration: false },
+      include: ['../../src', '../../bench'],
+      exclude: ['../../src/**/*.test.ts'],
+    }),
+  );
+  // type errors elsewhere do not stop the emit; only missing output counts as failure
+  spawnSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(out, 'tsconfig.json')], { cwd: root, stdio: 'ignore' });
+  const files = { mock: join(out, 'bench', 'mock-upstream.js'), floor: join(out, 'bench', 'floor-proxy.js'), gateway: join(out, 'src', 'main.js') };
+  if (!Object.values(files).every((f) => existsSync(f))) return { ...tsxCommands(root), note: 'TypeScript run through tsx (the tsc build failed)' };
+  // src/main.js reads ../package.json; "type": "module" must also apply to the build
+  copyFileSync(join(root, 'package.json'), join(out, 'package.json'));
+  return { mock: [files.mock], floor: [files.floor], gateway: [files.gateway], note: 'a tsc build of src/ and bench/ (.cache/bench-build/), plain `node`' };
+}

@@ -1,0 +1,261 @@
+/**
+ * `npm run bench`: Switchyard's overhead next to the floor (a bare node:http + undici.request
+ * pass-through) and no proxy at all, in one run, against a zero-latency mock upstream.
+ *
+ *   npm run bench [-- --seconds 2] [--rounds 2] [--warm 0.5] [--only chat-c64,stream-c1] [--long [--long-seconds 5]]
+ *                 [--wait-quiet 120] [--compiled] [--no-docs]
+ *   npm run bench -- --profile [--only chat-c64,embed-float-c64]   CPU profile of Switchyard instead
+ *
+ * Processes: the mock upstream (bench/mock-upstream.ts), the floor (bench/floor-proxy.ts) and two
+ * Switchyards (src/main.ts with a generated config: default features, and the same with the
+ * response cache on) are separate processes. With taskset and two or more cores, every proxy under
+ * test is pinned to one core and the mock + this process (autocannon) to another. They run through
+ * tsx by default; `--compiled` runs a tsc build of them instead, as production runs dist/.
+ * Prints one markdown report, saves it to bench/results/latest.md (+ latest.json), and copies it
+ * into docs/performance.md between the `bench:begin` / `bench:end` markers.
+ */
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, release, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { compiledCommands, tsxCommands } from './build.ts';
+import { load, probeStream, type LoadResult } from './measure.ts';
+import { pacedBody, streamBody } from './payloads.ts';
+import { cpuMs, freePort, machineBusyMs, machineLoad, planPinning, pinSelf, sampleRss, startProc, stopProc, type Proc } from './procs.ts';
+import { profileScenarios } from './profile.ts';
+import { render, type LongRow, type ProbeRow, type Report, type Row, type TargetName } from './report.ts';
+import { CACHE_SCENARIOS, SCENARIOS, gatewayYaml, type Scenario } from './scenarios.ts';
+
+const { values: a } = parseArgs({
+  options: {
+    seconds: { type: 'string', default: '2' },
+    rounds: { type: 'string', default: '2' },
+    warm: { type: 'string', default: '0.5' },
+    'long-seconds': { type: 'string', default: '5' },
+    only: { type: 'string' },
+    long: { type: 'boolean', default: false },
+    profile: { type: 'boolean', default: false },
+    'profile-interval': { type: 'string', default: '250' },
+    'no-docs': { type: 'boolean', default: false },
+    'wait-quiet': { type: 'string', default: '0' },
+    compiled: { type: 'boolean', default: false },
+  },
+});
+const seconds = Number(a.seconds);
+const rounds = Math.max(1, Number(a.rounds));
+const warm = Number(a.warm);
+const longSeconds = Number(a['long-seconds']);
+const root = join(import.meta.dirname, '..');
+const results = join(root, 'bench', 'results');
+const started = performance.now();
+const elapsed = (): string => `${((performance.now() - started) / 1000).toFixed(0).padStart(3)}s`;
+const say = (s: string): void => void process.stderr.write(`[${elapsed()}] ${s}\n`);
+
+function machine(): string[] {
+  const info = existsSync('/proc/cpuinfo') ? readFileSync('/proc/cpuinfo', 'utf8') : '';
+  const model = /^model name\s*:\s*(.+)$/m.exec(info)?.[1] ?? cpus()[0]?.model ?? 'unknown CPU';
+  return [`${cpus().length} cores (nproc)`, model.trim(), `${(totalmem() / 2 ** 30).toFixed(1)} GiB RAM`, `Linux ${release()}`, `Node.js ${process.version}`];
+}
+
+async function check(base: string, sc: Scenario, who: string): Promise<void> {
+  const r = await fetch(`${base}${sc.path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: sc.body });
+  const text = await r.text();
+  if (r.status !== 200) throw new Error(`${who}: ${sc.id} answered ${r.status}: ${text.slice(0, 300)}`);
+}
+
+async function cacheWorks(sw: Proc, sc: Scenario): Promise<boolean> {
+  await check(sw.url, sc, 'switchyard+cache');
+  const r = await fetch(`${sw.url}${sc.path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: sc.body });
+  await r.arrayBuffer();
+  return r.headers.get('x-switchyard-cache') === 'hit';
+}
+
+interface Acc {
+  best?: LoadResult;
+  responses: number;
+  cpuMs: number;
+  wallMs: number;
+  peakKb: number;
+  series: number[];
+}
+
+/** One measured round of one (scenario, target); CPU time and memory of the proxy accumulate in `acc`. */
+async function round(target: TargetName, base: string, proc: Proc | undefined, sc: Scenario, acc: Acc, warmSecs: number, secs = seconds): Promise<void> {
+  if (warmSecs > 0) await load(base, { path: sc.path, body: sc.body, connections: sc.connections, seconds: warmSecs }, 0);
+  const rss = proc ? sampleRss(proc.pid) : undefined;
+  const cpu0 = proc ? cpuMs(proc.pid) : 0;
+  const t0 = performance.now();
+  const r = await load(base, { path: sc.path, body: sc.body, connections: sc.connections, seconds: secs }, 0);
+  const wall = performance.now() - t0;
+  const m = rss?.stop();
+  if (proc) {
+    acc.cpuMs += cpuMs(proc.pid) - cpu0;
+    acc.wallMs += wall;
+    acc.responses += r.responses;
+  }
+  if (m) {
+    acc.peakKb = Math.max(acc.peakKb, m.peakKb);
+    acc.series.push(...m.series);
+  }
+  if (!acc.best || r.rps > acc.best.rps) acc.best = r;
+  say(`${sc.label.padEnd(30)} ${target.padEnd(16)} ${Math.round(r.rps).toString().padStart(6)} RPS  p50 ${r.p50.toFixed(2)} ms  p99 ${r.p99.toFixed(2)} ms  errors ${r.errors}${m ? `  peak RSS ${(m.peakKb / 1024).toFixed(0)} MB` : ''}`);
+}
+
+function toRow(sc: Scenario, target: TargetName, acc: Acc, proxied: boolean): Row {
+  if (!acc.best) throw new Error(`no result for ${sc.id} ${target}`);
+  return {
+    scenario: sc,
+    target,
+    load: acc.best,
+    peakRssKb: proxied ? acc.peakKb : undefined,
+    cpuUsPerReq: proxied && acc.responses > 0 ? (acc.cpuMs * 1000) / acc.responses : undefined,
+    busyPct: proxied && acc.wallMs > 0 ? (100 * acc.cpuMs) / acc.wallMs : undefined,
+  };
+}
+
+const newAcc = (): Acc => ({ responses: 0, cpuMs: 0, wallMs: 0, peakKb: 0, series: [] });
+
+const median = (xs: number[]): number => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)] ?? 0;
+
+async function main(): Promise<void> {
+  const pin = planPinning();
+  pinSelf(pin);
+  mkdirSync(results, { recursive: true });
+  say(pin.note);
+  const waitUntil = performance.now() + Number(a['wait-quiet']) * 1000;
+  for (;;) {
+    const bg = await machineLoad(1000);
+    if (bg < 0.3 || performance.now() >= waitUntil) {
+      say(`other load on the machine before start: ${bg.toFixed(2)} cores${bg >= 0.3 ? ' (measurements will be noisy)' : ''}`);
+      break;
+    }
+    say(`waiting for a quiet machine: ${bg.toFixed(2)} cores busy`);
+  }
+  const procs: Proc[] = [];
+  const core = (c: string): string | undefined => (pin.enabled ? c : undefined);
+  const compiled = a.compiled || a.profile;
+  if (compiled) say('compiling src/ and bench/ with tsc…');
+  const cmd = compiled ? compiledCommands(root) : tsxCommands(root);
+  say(`processes run from ${cmd.note}`);
+  try {
+    const mock = await startProc({ name: 'mock upstream', args: cmd.mock, core: core(pin.loadCore) });
+    procs.push(mock);
+    if (a.profile) {
+      const ids = a.only?.split(',') ?? ['chat-c64'];
+      const md = await profileScenarios(ids, { results, mock, pin, seconds: Math.max(5, seconds), intervalUs: Number(a['profile-interval']), commands: cmd });
+      process.stdout.write(`${md}\n`);
+      return;
+    }
+    const gatewayProc = async (cache: boolean): Promise<Proc> => {
+      const port = await freePort();
+      const yaml = join(results, cache ? 'switchyard-cache.yaml' : 'switchyard.yaml');
+      writeFileSync(yaml, gatewayYaml({ port, mockPort: mock.port, cache }));
+      return startProc({ name: cache ? 'switchyard+cache' : 'switchyard', args: [...cmd.gateway, '--config', yaml], core: core(pin.proxyCore), port, readyPath: '/ready', quiet: true });
+    };
+    // started side by side: start-up is most of the fixed cost of a run
+    const booted = await Promise.allSettled([startProc({ name: 'floor proxy', args: [...cmd.floor, mock.url], core: core(pin.proxyCore) }), gatewayProc(false), gatewayProc(true)]);
+    for (const s of booted) if (s.status === 'fulfilled') procs.push(s.value);
+    for (const s of booted) if (s.status === 'rejected') throw s.reason;
+    const [floor, sw, swCache] = procs.slice(1) as [Proc, Proc, Proc];
+    const targets: Array<[TargetName, string, Proc | undefined]> = [
+      ['direct', mock.url, undefined],
+      ['floor', floor.url, floor],
+      ['switchyard', sw.url, sw],
+    ];
+    const only = a.only?.split(',');
+    const scenarios = SCENARIOS.filter((s) => !only || only.includes(s.id));
+    for (const sc of scenarios) for (const [t, base] of targets) await check(base, sc, t);
+    const cacheOk = await cacheWorks(swCache, CACHE_SCENARIOS[0] as Scenario);
+    say(`all targets answer; cache ${cacheOk ? 'serves hits' : 'does not serve hits'}`);
+
+    const ourPids = [process.pid, ...procs.map((p) => p.pid)];
+    const ourCpu = (): number => ourPids.reduce((sum, pid) => sum + cpuMs(pid), 0);
+    const busy0 = machineBusyMs();
+    const ours0 = ourCpu();
+    const wall0 = performance.now();
+
+    const rows: Row[] = [];
+    for (const sc of scenarios) {
+      const accs = targets.map(newAcc);
+      for (let i = 0; i < rounds; i++) {
+        for (const [k, [t, base, p]] of targets.entries()) await round(t, base, p, sc, accs[k] as Acc, i === 0 ? warm : 0);
+      }
+      for (const [k, [t, , p]] of targets.entries()) rows.push(toRow(sc, t, accs[k] as Acc, p !== undefined));
+    }
+    let cacheNote: string | undefined = 'n/a (cache not implemented)';
+    if (cacheOk) {
+      cacheNote = undefined;
+      for (const sc of CACHE_SCENARIOS.filter((s) => !only || only.includes(s.floorOf))) {
+        const acc = newAcc();
+        for (let i = 0; i < rounds; i++) await round('switchyard+cache', swCache.url, swCache, sc, acc, i === 0 ? warm : 0);
+        rows.push({ ...toRow(sc, 'switchyard+cache', acc, true), floorOf: sc.floorOf });
+      }
+    }
+
+    const probes: ProbeRow[] = [];
+    const probeSpecs: Array<[ProbeRow['id'], string, string, number]> = [
+      ['ttfb-zero', 'stream, zero-latency', streamBody, 1],
+      ['ttfb-paced', 'stream, paced 5 ms/chunk', pacedBody, 1.5],
+    ];
+    for (const [id, label, body, secs] of probeSpecs) {
+      for (const [t, base] of targets) {
+        await probeStream(base, '/v1/chat/completions', body, 0.2, 3);
+        const result = await probeStream(base, '/v1/chat/completions', body, secs, 10);
+        probes.push({ id, label, target: t, result });
+        say(`probe ${label.padEnd(24)} ${t.padEnd(11)} TTFB ${result.ttfb50.toFixed(2)} ms  TTFT ${result.ttft50.toFixed(2)} ms  end ${result.total50.toFixed(2)} ms  n ${result.count}`);
+      }
+    }
+
+    const backgroundCores = busy0 > 0 ? Math.max(0, machineBusyMs() - busy0 - (ourCpu() - ours0)) / (performance.now() - wall0) : undefined;
+
+    let long: LongRow[] | undefined;
+    if (a.long) {
+      long = [];
+      const chat = SCENARIOS.find((s) => s.id === 'chat-c64') as Scenario;
+      for (const [t, base, p] of targets.slice(1)) {
+        for (const secs of [longSeconds, longSeconds * 10]) {
+          const acc = newAcc();
+          await round(t, base, p, chat, acc, warm, secs);
+          const tenth = Math.max(1, Math.floor(acc.series.length / 10));
+          long.push({ target: t, seconds: secs, peakKb: acc.peakKb, firstKb: median(acc.series.slice(0, tenth)), lastKb: median(acc.series.slice(-tenth)), rps: acc.best?.rps ?? 0 });
+        }
+      }
+    }
+
+    const report: Report = {
+      date: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
+      machine: machine(),
+      command: ['npm run bench', ...(process.argv.length > 2 ? ['--', ...process.argv.slice(2)] : [])].join(' '),
+      pinning: `${pin.note}; ${cmd.note}`,
+      seconds,
+      rounds,
+      backgroundCores,
+      elapsedSec: (performance.now() - started) / 1000,
+      rows,
+      probes,
+      cacheNote,
+      long,
+    };
+    const md = render(report);
+    process.stdout.write(`\n${md}\n`);
+    writeFileSync(join(results, 'latest.md'), `${md}\n`);
+    writeFileSync(join(results, 'latest.json'), `${JSON.stringify(report, null, 2)}\n`);
+    const docs = join(root, 'docs', 'performance.md');
+    if (!a['no-docs'] && existsSync(docs)) {
+      const text = readFileSync(docs, 'utf8');
+      const m = /(<!-- bench:begin[^>]*-->\n)[\s\S]*?(\n<!-- bench:end -->)/.exec(text);
+      if (m) writeFileSync(docs, text.replace(m[0], () => `${m[1]}${md}${m[2]}`));
+    }
+    say(`saved bench/results/latest.md${a['no-docs'] ? '' : ' and docs/performance.md'}`);
+  } finally {
+    await Promise.all(procs.reverse().map((p) => stopProc(p)));
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    process.stderr.write(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,391 @@
+/**
+ * The hot path to an OpenAI-compatible upstream: `undici`'s `Dispatcher.request` on the backend's
+ * pooled keep-alive Agent, with none of fetch's web-stream machinery (which costs about five times
+ * the CPU per request; see bench/upstream-client.ts).
+ *
+ * - `postJson` → the parsed JSON body of a 2xx answer; `postStream` → once the upstream answered
+ *   2xx, an async iterator of the parsed `data:` payloads of its event stream.
+ * - Request bodies are serialised once. Headers: the backend's static ones (authorization,
+ *   organization, project, configured extras) plus the call's (`x-request-id`) and `accept`.
+ * - Every failure is a GatewayError, except aborts: when the call's signal fired, its reason is
+ *   thrown as it is, so the router (which knows why it aborted) classifies it.
+ * - Bodies are read with caps (success: `maxResponseBytes`, errors: 1 MiB, one SSE event:
+ *   `maxResponseBytes`), and always either read to the end (so the connection goes back to the
+ *   pool) or destroyed (so it closes) — including when a stream's consumer stops early.
+ *
+ * SSE is parsed with eventsource-parser (spec-complete, fast on whole-event chunks). `data: [DONE]`
+ * ends a stream; `data: {"error":…}` raises the backend's mid-stream error; servers with other
+ * error framings plug in an `SseFraming`.
+ */
+import { StringDecoder } from 'node:string_decoder';
+import { createParser, type EventSourceMessage, type EventSourceParser, type ParseError } from 'eventsource-parser';
+import type { Dispatcher } from 'undici';
+import { GatewayError } from '../errors.ts';
+import { fromUpstreamStatus, redact, retryAfterSeconds, upstreamMalformed, upstreamUnreachable, type UpstreamErrorInfo } from './upstream-errors.ts';
+
+/** Largest error body read (the rest is discarded). */
+const MAX_ERROR_BYTES = 1024 * 1024;
+/** Largest tail read after `data: [DONE]` while waiting for the body to end. */
+const MAX_TAIL_BYTES = 64 * 1024;
+
+/** What a non-2xx answer said. */
+export interface StatusErrorInfo extends UpstreamErrorInfo {
+  /** The body as text when it was not JSON (capped), else undefined. */
+  bodyText: string | undefined;
+}
+
+/**
+ * Error framings beyond `data: {"error":…}`. Each hook returns the `data:` payload to handle in
+ * place of what it was given (an error payload is one with an "error" key), or null to drop it.
+ */
+export interface SseFraming {
+  /** An event; `ev.event` is its `event:` name, if any. */
+  event?(ev: EventSourceMessage): string | null;
+  /** A line whose field is not an SSE field (`error: {…}`): handled as an event of its own. */
+  unknownField?(field: string, value: string): string | null;
+}
+
+export interface OpenAIHttpOptions {
+  backend: string;
+  /** e.g. https://api.openai.com/v1 (paths are appended to it) */
+  baseUrl: string;
+  dispatcher: Dispatcher;
+  /** sent on every request; names are lower-cased */
+  headers: Record<string, string>;
+  secrets: ReadonlyArray<string>;
+  maxResponseBytes: number;
+  /** A non-2xx answer → the error to throw (default: fromUpstreamStatus). */
+  statusError?: ((info: StatusErrorInfo) => GatewayError) | undefined;
+  /** The `error` value of a `data: {"error":…}` event → the error to throw. */
+  streamError?: ((error: unknown) => GatewayError) | undefined;
+  sseFraming?: SseFraming | undefined;
+}
+
+export interface CallOptions {
+  signal: AbortSignal;
+  headers?: Record<string, string> | undefined;
+}
+
+type Response = Dispatcher.ResponseData;
+type Body = Response['body'];
+
+const JSON_TYPE = /^application\/(?:[\w!#$%&*.^`|~+-]+\+)?json\s*(?:;|$)/i;
+
+export class OpenAIHttpClient {
+  private readonly origin: string;
+  private readonly prefix: string;
+  private readonly headers: Record<string, string>;
+
+  constructor(private readonly o: OpenAIHttpOptions) {
+    const u = new URL(o.baseUrl);
+    this.origin = u.origin;
+    this.prefix = u.pathname.replace(/\/+$/, '');
+    this.headers = {};
+    for (const [k, v] of Object.entries(o.headers)) this.headers[k.toLowerCase()] = v;
+  }
+
+  /** POST a JSON body, answer the parsed JSON of the 2xx response. */
+  async postJson(path: string, body: unknown, opts: CallOptions): Promise<unknown> {
+    const res = await this.send('POST', path, JSON.stringify(body), 'application/json', opts);
+    return this.readJson(res, opts.signal);
+  }
+
+  /** GET, answer the parsed JSON of the 2xx response. */
+  async getJson(path: string, opts: CallOptions): Promise<unknown> {
+    const res = await this.send('GET', path, undefined, 'application/json', opts);
+    return this.readJson(res, opts.signal);
+  }
+
+  /**
+   * POST a JSON body asking for an event stream. Resolves once the upstream answered 2xx; the
+   * iterator yields each `data:` payload parsed, ends at `data: [DONE]` (or at the end of the body),
+   * and destroys the body when abandoned early (`return()`).
+   */
+  async postStream(path: string, body: unknown, opts: CallOptions): Promise<AsyncIterableIterator<unknown>> {
+    const res = await this.send('POST', path, JSON.stringify(body), 'text/event-stream', opts);
+    if (res.statusCode < 200 || res.statusCode > 299) throw await this.statusError(res, opts.signal);
+    return new SseIterator(res.body, opts.signal, this.o);
+  }
+
+  private async send(method: 'GET' | 'POST', path: string, body: string | undefined, accept: string, opts: CallOptions): Promise<Response> {
+    const headers: Record<string, string> = { ...this.headers, accept };
+    if (opts.headers) for (const [k, v] of Object.entries(opts.headers)) headers[k.toLowerCase()] = v;
+    try {
+      return await this.o.dispatcher.request({ origin: this.origin, path: this.prefix + path, method, headers, body, signal: opts.signal });
+    } catch (err) {
+      if (opts.signal.aborted) throw abortReason(opts.signal);
+      throw upstreamUnreachable(this.o.backend, errorCode(err) ?? redact(err instanceof Error ? err.message : 'connection failed', this.o.secrets));
+    }
+  }
+
+  private async readJson(res: Response, signal: AbortSignal): Promise<unknown> {
+    if (res.statusCode < 200 || res.statusCode > 299) throw await this.statusError(res, signal);
+    const type = header(res, 'content-type');
+    if (type !== undefined && !JSON_TYPE.test(type)) {
+      res.body.destroy();
+      throw upstreamMalformed(this.o.backend, `expected JSON, got content-type "${redact(type.slice(0, 100), this.o.secrets)}"`);
+    }
+    const text = await this.readText(res, this.o.maxResponseBytes, signal);
+    if (text === null) throw responseTooLarge(this.o.backend, this.o.maxResponseBytes);
+    try {
+      return JSON.parse(text) as unknown;
+    } catch {
+      throw upstreamMalformed(this.o.backend, 'invalid JSON');
+    }
+  }
+
+  private async statusError(res: Response, signal: AbortSignal): Promise<GatewayError> {
+    const text = (await this.readText(res, MAX_ERROR_BYTES, signal, true)) ?? '';
+    let parsed: unknown;
+    let isJson = false;
+    try {
+      parsed = JSON.parse(text);
+      isJson = true;
+    } catch {
+      // not JSON: the text itself is all there is
+    }
+    const inner = isJson && typeof parsed === 'object' && parsed !== null ? (parsed as { error?: unknown }).error : undefined;
+    const error =
+      typeof inner === 'object' && inner !== null && !Array.isArray(inner)
+        ? (inner as StatusErrorInfo['error'])
+        : typeof inner === 'string' && inner !== ''
+          ? { message: inner }
+          : undefined;
+    const info: StatusErrorInfo = {
+      backend: this.o.backend,
+      status: res.statusCode,
+      error,
+      retryAfter: retryAfterSeconds((n) => header(res, n)),
+      secrets: this.o.secrets,
+      bodyText: isJson || text.trim() === '' ? undefined : text.trim(),
+    };
+    return (this.o.statusError ?? fromUpstreamStatus)(info);
+  }
+
+  /**
+   * The body as text; null when it is longer than `limit`, or, with `truncate`, its first `limit`
+   * bytes. Either way the body ends read to its end or destroyed (leaving the for-await early
+   * destroys it).
+   */
+  private async readText(res: Response, limit: number, signal: AbortSignal, truncate = false): Promise<string | null> {
+    const body = res.body;
+    const length = Number(header(res, 'content-length') ?? Number.NaN);
+    try {
+      // A known length within the cap: undici's own consumer (the HTTP framing bounds it).
+      if (Number.isFinite(length) && length <= limit) return await body.text();
+      if (Number.isFinite(length) && !truncate) {
+        body.destroy();
+        return null;
+      }
+      const chunks: Buffer[] = [];
+      let n = 0;
+      for await (const c of body as AsyncIterable<Buffer>) {
+        if (n + c.length > limit) {
+          if (!truncate) return null; // leaving the loop destroys the body
+          chunks.push(c.subarray(0, limit - n));
+          n = limit;
+          break;
+        }
+        chunks.push(c);
+        n += c.length;
+      }
+      return Buffer.concat(chunks, n).toString('utf8');
+    } catch (err) {
+      if (signal.aborted) throw abortReason(signal);
+      throw upstreamUnreachable(this.o.backend, `connection lost (${errorCode(err) ?? redact(err instanceof Error ? err.message : 'read failed', this.o.secrets)})`);
+    }
+  }
+}
+
+/**
+ * The parsed `data:` payloads of an event stream, one `next()` at a time: a body chunk is read
+ * only when the payloads of the previous one are used up, so nothing buffers beyond one chunk
+ * (and one unfinished event, capped).
+ */
+class SseIterator implements AsyncIterableIterator<unknown> {
+  private readonly it: AsyncIterator<Buffer>;
+  private readonly decoder = new StringDecoder('utf8');
+  private readonly parser: EventSourceParser;
+  private readonly ready: unknown[] = [];
+  private head = 0;
+  /** raised while parsing a chunk; thrown once the payloads before it are used */
+  private failure: unknown = undefined;
+  private sawDone = false;
+  private tailBytes = 0;
+  private finished = false;
+
+  constructor(
+    private readonly body: Body,
+    private readonly signal: AbortSignal,
+    private readonly o: OpenAIHttpOptions,
+  ) {
+    this.it = (body as AsyncIterable<Buffer>)[Symbol.asyncIterator]();
+    const framing = o.sseFraming;
+    this.parser = createParser({
+      maxBufferSize: o.maxResponseBytes,
+      onEvent: (ev) => {
+        if (framing?.event) {
+          const data = framing.event(ev);
+          if (data !== null) this.handle(data);
+        } else {
+          this.handle(ev.data);
+        }
+      },
+      onError: (err: ParseError) => {
+        if (err.type === 'max-buffer-size-exceeded') this.fail(responseTooLarge(o.backend, o.maxResponseBytes));
+        else if (err.type === 'unknown-field' && framing?.unknownField && err.field !== undefined) {
+          const data = framing.unknownField(err.field, err.value ?? '');
+          if (data !== null) this.handle(data);
+        }
+      },
+    });
+  }
+
+  [Symbol.asyncIterator](): AsyncIterableIterator<unknown> {
+    return this;
+  }
+
+  async next(): Promise<IteratorResult<unknown>> {
+    for (;;) {
+      if (this.head < this.ready.length) {
+        const value = this.ready[this.head++];
+        if (this.head === this.ready.length) {
+          this.ready.length = 0;
+          this.head = 0;
+        }
+        return { done: false, value };
+      }
+      if (this.failure !== undefined) {
+        const f = this.failure;
+        this.failure = undefined;
+        this.close();
+        throw f;
+      }
+      if (this.finished) return { done: true, value: undefined };
+      let r: IteratorResult<Buffer>;
+      try {
+        r = await this.it.next();
+      } catch (err) {
+        this.close();
+        if (this.signal.aborted) throw abortReason(this.signal);
+        throw connectionLost(this.o.backend, err, this.o.secrets);
+      }
+      if (r.done) {
+        // A last event without its blank line still counts: the body ended cleanly.
+        if (!this.sawDone) this.feed(`${this.decoder.end()}\n\n`);
+        this.finished = true;
+        continue;
+      }
+      if (this.sawDone) {
+        // Read to the end so the connection goes back to the pool, but not forever.
+        this.tailBytes += r.value.length;
+        if (this.tailBytes > MAX_TAIL_BYTES) this.close();
+        continue;
+      }
+      this.feed(this.decoder.write(r.value));
+    }
+  }
+
+  async return(): Promise<IteratorResult<unknown>> {
+    this.close();
+    return { done: true, value: undefined };
+  }
+
+  private feed(text: string): void {
+    if (text === '' || this.failure !== undefined) return;
+    this.parser.feed(text);
+  }
+
+  private handle(data: string): void {
+    if (this.sawDone || this.failure !== undefined) return;
+    if (data.startsWith('[DONE]')) {
+      this.sawDone = true;
+      return;
+    }
+    let value: unknown;
+    try {
+      value = JSON.parse(data);
+    } catch {
+      this.fail(upstreamMalformed(this.o.backend, 'an event of the stream is not JSON'));
+      return;
+    }
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+      this.fail(upstreamMalformed(this.o.backend, 'an event of the stream is not a JSON object'));
+      return;
+    }
+    const error = (value as { error?: unknown }).error;
+    if (error) {
+      this.fail((this.o.streamError ?? ((e: unknown) => streamErrorEvent(this.o.backend, e, this.o.secrets)))(error));
+      return;
+    }
+    this.ready.push(value);
+  }
+
+  private fail(err: unknown): void {
+    this.failure ??= err;
+  }
+
+  /** Ends the stream for good: a body not read to its end is destroyed (its connection closes). */
+  private close(): void {
+    this.finished = true;
+    this.ready.length = 0;
+    this.head = 0;
+    if (!this.body.destroyed) this.body.destroy();
+  }
+}
+
+/** A `data: {"error":…}` event: the OpenAI-style mid-stream error. */
+export function streamErrorEvent(backend: string, error: unknown, secrets: ReadonlyArray<string>): GatewayError {
+  const message = typeof error === 'object' && error !== null ? (error as { message?: unknown }).message : typeof error === 'string' ? error : undefined;
+  const msg = typeof message === 'string' && message !== '' ? redact(message, secrets) : 'stream error';
+  const e = new GatewayError(`Backend "${backend}" reported an error mid-stream: ${msg}`, {
+    status: 502,
+    type: 'upstream_error',
+    code: 'upstream_stream_error',
+    retryable: true,
+  });
+  e.backend = backend;
+  return e;
+}
+
+export function responseTooLarge(backend: string, limit: number): GatewayError {
+  const e = new GatewayError(`Backend "${backend}" sent a response larger than max_response_bytes (${limit} bytes).`, {
+    status: 502,
+    type: 'upstream_error',
+    code: 'upstream_response_too_large',
+    retryable: true,
+  });
+  e.backend = backend;
+  return e;
+}
+
+function connectionLost(backend: string, err: unknown, secrets: ReadonlyArray<string>): GatewayError {
+  const detail = errorCode(err) ?? redact(err instanceof Error ? err.message : 'read failed', secrets);
+  const e = new GatewayError(`Backend "${backend}" dropped the connection mid-stream (${detail}).`, {
+    status: 502,
+    type: 'upstream_error',
+    code: 'upstream_connection_lost',
+    retryable: true,
+    cause: err,
+  });
+  e.backend = backend;
+  return e;
+}
+
+function abortReason(signal: AbortSignal): unknown {
+  return signal.reason instanceof Error ? signal.reason : new DOMException('The operation was aborted.', 'AbortError');
+}
+
+/** `ECONNREFUSED`, `UND_ERR_SOCKET`, … of an error or its cause. */
+function errorCode(err: unknown): string | undefined {
+  for (let e: unknown = err, i = 0; e instanceof Error && i < 3; e = e.cause, i++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string') return code;
+  }
+  return undefined;
+}
+
+function header(res: Response, name: string): string | undefined {
+  const v = res.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
