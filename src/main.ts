@@ -7,19 +7,11 @@ import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import type { Server } from 'node:http';
 import { pathToFileURL } from 'node:url';
-import { createApp } from './app.ts';
-import { BackendRegistry } from './backends/registry.ts';
 import { ConfigError, configPathFrom, isLoopback, loadConfigFile, type LoadedConfig } from './config/load.ts';
 import type { Deps } from './deps.ts';
-import { Gateway } from './gateway.ts';
-import { HealthState } from './router/health-state.ts';
-import { Router, systemClock } from './router/router.ts';
-import { createServices } from './services.ts';
-import type { LimitName } from './state/store.ts';
-import { LabelBounds, Metrics, routerMetrics } from './telemetry/metrics.ts';
+import { Runtime } from './runtime.ts';
+import { watchConfigFile } from './config/watch.ts';
 import { createLogger, type Logger } from './telemetry/logger.ts';
-
-const LIMIT_LABEL: Record<LimitName, string> = { requests: 'rpm', tokens: 'tpm', concurrency: 'concurrency', budget: 'budget' };
 
 /** The package version (package.json sits beside src/ and dist/). */
 const VERSION: string = (() => {
@@ -32,7 +24,10 @@ const VERSION: string = (() => {
 })();
 
 export interface RunningServer {
-  deps: Deps;
+  /** the current configuration generation's dependencies */
+  readonly deps: Deps;
+  /** reloads go through here */
+  runtime: Runtime;
   server: Server;
   port: number;
   host: string;
@@ -41,40 +36,14 @@ export interface RunningServer {
   close(graceMs?: number): Promise<void>;
 }
 
-export function buildDeps(loaded: LoadedConfig, logger?: Logger): Deps {
-  const { config } = loaded;
-  const log = logger ?? createLogger(config.logging.level);
-  const registry = new BackendRegistry(config, loaded.unconfiguredBackends, log);
-  const metrics = new Metrics();
-  const labels = new LabelBounds(Object.keys(config.models), Object.keys(config.backends), (config.keys ?? []).map((k) => k.name));
-  const health = new HealthState(config.routing.breaker);
-  metrics.setBreakerSource(() =>
-    health.snapshot(Date.now()).map((s) => ({ backend: s.backend, model: s.model, state: s.state === 'closed' ? 0 : s.state === 'half_open' ? 1 : 2 })),
-  );
-  const router = new Router(config, registry, health, systemClock, Math.random, routerMetrics(metrics, labels));
-  const services = createServices(config, log, (key, limit) => metrics.rateLimited.inc({ key: labels.key(key), limit: LIMIT_LABEL[limit] }));
-  return {
-    config,
-    registry,
-    gateway: new Gateway(router, services),
-    store: services.store,
-    logger: log,
-    metrics,
-    labels,
-    health,
-    version: VERSION,
-    startedAt: Date.now(),
-    lifecycle: { ready: false, draining: false },
-  };
-}
-
 export async function startServer(loaded: LoadedConfig, opts: { logger?: Logger; port?: number; host?: string } = {}): Promise<RunningServer> {
-  const deps = buildDeps(loaded, opts.logger);
-  const app = createApp(deps);
+  const logger = opts.logger ?? createLogger(loaded.config.logging.level);
+  const runtime = new Runtime(loaded, logger, VERSION);
+  const deps = runtime.deps;
   const host = opts.host ?? deps.config.server.host;
   const port = opts.port ?? deps.config.server.port;
   const server = await new Promise<Server>((resolve, reject) => {
-    const s = serve({ fetch: app.fetch, port, hostname: host }, () => resolve(s as Server)) as Server;
+    const s = serve({ fetch: runtime.fetch, port, hostname: host }, () => resolve(s as Server)) as Server;
     s.once('error', reject);
   });
   // Slow or stalled clients cannot hold a socket forever while sending headers or a body.
@@ -96,27 +65,33 @@ export async function startServer(loaded: LoadedConfig, opts: { logger?: Logger;
   });
   const addr = server.address() as AddressInfo;
   // Listen first (liveness works at once), then load local models; /ready turns 200 when all settled.
-  deps.lifecycle.loading = Promise.all([deps.registry.loadAll(), deps.gateway.warm()]).then(([failures]) => {
-    for (const f of failures) deps.logger.error('backend failed to load', { backend: f.backend, error: f.error });
-    deps.lifecycle.ready = true;
-  });
+  deps.lifecycle.loading = runtime.start();
   const urlHost = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
 
   let closing: Promise<void> | undefined;
-  const close = (graceMs = deps.config.server.shutdown_grace_ms): Promise<void> => {
+  const close = (graceMs = runtime.deps.config.server.shutdown_grace_ms): Promise<void> => {
     closing ??= (async () => {
-      deps.lifecycle.draining = true;
+      runtime.markDraining();
       const closed = new Promise<void>((r) => server.close(() => r()));
       server.closeIdleConnections();
       const timer = setTimeout(() => server.closeAllConnections(), graceMs);
       await closed;
       clearTimeout(timer);
-      await deps.registry.close();
-      await deps.gateway.close();
+      await runtime.close();
     })();
     return closing;
   };
-  return { deps, server, port: addr.port, host: addr.address, url: `http://${urlHost}:${addr.port}`, close };
+  return {
+    get deps() {
+      return runtime.deps;
+    },
+    runtime,
+    server,
+    port: addr.port,
+    host: addr.address,
+    url: `http://${urlHost}:${addr.port}`,
+    close,
+  };
 }
 
 async function main(): Promise<void> {
@@ -168,6 +143,34 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+
+  // Hot reload on SIGHUP and when the file changes: validate first, keep the old config on error.
+  const reload = (why: string): void => {
+    if (stopping) return;
+    let next: LoadedConfig;
+    try {
+      next = loadConfigFile(loaded.source);
+    } catch (err) {
+      const problems = err instanceof ConfigError ? err.problems : [err instanceof Error ? err.message : String(err)];
+      logger.error('config reload rejected: keeping the running configuration', { trigger: why, problems: problems.join(' | ') });
+      return;
+    }
+    for (const w of next.warnings) logger.warn(w, { source: next.source });
+    running.runtime.reload(next).then(
+      (r) => {
+        if (r.ok) {
+          loaded = next;
+          logger.info('config reloaded', { trigger: why, changed: r.changed.join(', ') || 'nothing' });
+          for (const w of r.warnings) logger.warn(w);
+        } else {
+          logger.error('config reload rejected: keeping the running configuration', { trigger: why, problems: r.problems.join(' | ') });
+        }
+      },
+      (err: unknown) => logger.error('config reload failed: keeping the running configuration', { trigger: why, error: err instanceof Error ? err.message : String(err) }),
+    );
+  };
+  process.on('SIGHUP', () => reload('SIGHUP'));
+  watchConfigFile(loaded.source, () => reload('file change'));
 }
 
 const isMain = process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href;

@@ -15,9 +15,11 @@ import type { Logger } from './telemetry/logger.ts';
 
 export interface BuiltServices extends Services {
   store: StateStore;
+  tokens: TokenCounter;
   /** Start-up work (tokenizer encoders, the first Redis connection); /ready waits for it. */
   warm(): Promise<void>;
-  close(): Promise<void>;
+  /** Releases what these services own, except what a newer generation `keep`s. */
+  close(keep?: ReusableServices): Promise<void>;
 }
 
 export function createStore(config: Config, logger: Logger): StateStore {
@@ -47,15 +49,31 @@ function neededEncodings(config: Config): Encoding[] {
   return [...out];
 }
 
-export function createServices(config: Config, logger: Logger, onRefused?: (key: string, limit: LimitName) => void): BuiltServices {
-  const store = createStore(config, logger);
+/** What a configuration reload can carry over from the previous generation's services. */
+export interface ReusableServices {
+  store: StateStore;
+  tokens: TokenCounter;
+}
+
+/** The part of the config that decides how the store is built: equal → the store can be kept. */
+export function storeIdentity(config: Config): string {
+  return JSON.stringify([config.state, config.cache.max_entries, config.cache.max_bytes]);
+}
+
+export function createServices(
+  config: Config,
+  logger: Logger,
+  onRefused?: (key: string, limit: LimitName) => void,
+  reuse?: ReusableServices,
+): BuiltServices {
+  const store = reuse?.store ?? createStore(config, logger);
   let warned = false;
   const limiter = new Limiter(store, Date.now, onRefused, (err) => {
     if (warned) return;
     warned = true;
     logger.warn('limits: a state update failed', { error: err instanceof Error ? err.message.slice(0, 200) : 'unknown' });
   });
-  const tokens = new TokenCounter();
+  const tokens = reuse?.tokens ?? new TokenCounter();
   const cache = config.cache.enabled ? new ResponseCache(store, config.cache) : undefined;
   return {
     config,
@@ -73,9 +91,9 @@ export function createServices(config: Config, logger: Logger, onRefused?: (key:
         store instanceof RedisStore ? store.ready(3000) : Promise.resolve(true),
       ]);
     },
-    async close() {
+    async close(keep?: ReusableServices) {
       limiter.close();
-      await Promise.all([tokens.close(), store.close()]);
+      await Promise.all([keep?.tokens === tokens ? undefined : tokens.close(), keep?.store === store ? undefined : store.close()]);
     },
   };
 }

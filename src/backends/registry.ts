@@ -44,11 +44,34 @@ export function createBackend(name: string, cfg: BackendConfig, logger?: Logger)
 export class BackendRegistry {
   private readonly entries = new Map<string, BackendEntry>();
 
-  constructor(config: Config, unconfigured: ReadonlySet<string>, logger?: Logger) {
+  /**
+   * With `previous` (a configuration reload), a backend whose configuration did not change keeps
+   * its instance — its connection pool, loaded model and load status — instead of being rebuilt.
+   */
+  constructor(config: Config, unconfigured: ReadonlySet<string>, logger?: Logger, previous?: BackendRegistry) {
     for (const [name, cfg] of Object.entries(config.backends)) {
+      const old = previous?.entries.get(name);
+      if (old && old.unconfigured === unconfigured.has(name) && JSON.stringify(old.config) === JSON.stringify(cfg)) {
+        this.entries.set(name, old);
+        this.reused.add(name);
+        continue;
+      }
       const llm = createBackend(name, cfg, logger);
       this.entries.set(name, { llm, config: cfg, unconfigured: unconfigured.has(name), status: llm.load ? 'loading' : 'ready' });
     }
+  }
+
+  /** Names of backends taken over from the previous registry. */
+  readonly reused = new Set<string>();
+
+  /** Closes the backends of this registry that `next` did not take over. */
+  async closeExcept(next: BackendRegistry): Promise<void> {
+    await Promise.allSettled([...this.entries].filter(([name, e]) => next.entries.get(name) !== e).map(([, e]) => e.llm.close?.()));
+  }
+
+  /** Backends that are new in this registry and failed to load. */
+  newFailures(): Array<{ backend: string; error: string }> {
+    return [...this.entries].filter(([name, e]) => !this.reused.has(name) && e.status === 'failed').map(([backend, e]) => ({ backend, error: e.loadError ?? 'unknown error' }));
   }
 
   /**
@@ -59,7 +82,7 @@ export class BackendRegistry {
     const failures: Array<{ backend: string; error: string }> = [];
     await Promise.all(
       [...this.entries].map(async ([name, e]) => {
-        if (!e.llm.load) return;
+        if (!e.llm.load || e.status !== 'loading') return;
         try {
           await e.llm.load();
           e.status = 'ready';
