@@ -6,7 +6,7 @@ import type { HealthState } from './router/health-state.ts';
 import type { Logger } from './telemetry/logger.ts';
 import type { LabelBounds, Metrics } from './telemetry/metrics.ts';
 
-/** Everything the app needs, built once by main.ts (or a test). */
+/** Everything one configuration generation's app needs, built by runtime.ts (a reload builds a new one). */
 export interface Deps {
   config: Config;
   gateway: Gateway;
