@@ -3,6 +3,8 @@
 # 1. Compile TypeScript to plain JavaScript.
 FROM node:20-bookworm-slim AS build
 WORKDIR /app
+# onnxruntime-node's install script would download CUDA files; its CPU binaries ship in the package.
+ENV ONNXRUNTIME_NODE_INSTALL=skip
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
@@ -19,6 +21,10 @@ RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force \
  && rm -rf node_modules/onnxruntime-node/bin/napi-v6/darwin node_modules/onnxruntime-node/bin/napi-v6/win32
 
 # 3. Runtime: no compiler, no dev dependencies, not root.
+#    Mount your configuration and local models read-only, e.g.
+#      docker run -p 4000:4000 -e OPENAI_API_KEY \
+#        -v "$PWD/providers.yaml:/app/providers.yaml:ro" -v "$PWD/models:/app/models:ro" switchyard
+#    (or point SWITCHYARD_CONFIG at a mounted file). `docker kill -s HUP` reloads the config.
 FROM node:20-bookworm-slim AS runtime
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
@@ -27,6 +33,7 @@ WORKDIR /app
 COPY --from=deps --chown=node:node /app/node_modules ./node_modules
 COPY --from=build --chown=node:node /app/dist ./dist
 COPY --chown=node:node package.json providers.yaml ./
+COPY --chown=node:node scripts/switchyard.mjs ./scripts/switchyard.mjs
 USER node
 EXPOSE 4000
 HEALTHCHECK --interval=15s --timeout=3s --start-period=10s --retries=3 \
