@@ -65,7 +65,7 @@ export function normalizeLlamaSse(): TransformStream<Uint8Array, Uint8Array> {
     if (final && pending !== '') {
       const r = rewrite(pending);
       pending = '';
-      // A last event without its blank line: complete it, so the SDK still sees it.
+      // A last event without its blank line: complete it, so the reader still sees it.
       if (r !== null) out += `${r}\n\n`;
     }
     if (out !== '') controller.enqueue(enc.encode(out));

@@ -82,6 +82,8 @@ export class OpenAIHttpClient {
     this.prefix = u.pathname.replace(/\/+$/, '');
     this.headers = {};
     for (const [k, v] of Object.entries(o.headers)) this.headers[k.toLowerCase()] = v;
+    // Bodies are read as they come: no content coding (fetch would have decoded gzip/br).
+    this.headers['accept-encoding'] = 'identity';
   }
 
   /** POST a JSON body, answer the parsed JSON of the 2xx response. */
@@ -104,6 +106,7 @@ export class OpenAIHttpClient {
   async postStream(path: string, body: unknown, opts: CallOptions): Promise<AsyncIterableIterator<unknown>> {
     const res = await this.send('POST', path, JSON.stringify(body), 'text/event-stream', opts);
     if (res.statusCode < 200 || res.statusCode > 299) throw await this.statusError(res, opts.signal);
+    this.checkEncoding(res);
     return new SseIterator(res.body, opts.signal, this.o);
   }
 
@@ -120,9 +123,10 @@ export class OpenAIHttpClient {
 
   private async readJson(res: Response, signal: AbortSignal): Promise<unknown> {
     if (res.statusCode < 200 || res.statusCode > 299) throw await this.statusError(res, signal);
+    this.checkEncoding(res);
     const type = header(res, 'content-type');
     if (type !== undefined && !JSON_TYPE.test(type)) {
-      res.body.destroy();
+      discard(res.body);
       throw upstreamMalformed(this.o.backend, `expected JSON, got content-type "${redact(type.slice(0, 100), this.o.secrets)}"`);
     }
     const text = await this.readText(res, this.o.maxResponseBytes, signal);
@@ -134,8 +138,22 @@ export class OpenAIHttpClient {
     }
   }
 
+  /** A body in a content coding despite `accept-encoding: identity` cannot be read. */
+  private checkEncoding(res: Response): void {
+    const enc = header(res, 'content-encoding');
+    if (enc === undefined || enc.trim() === '' || enc.trim().toLowerCase() === 'identity') return;
+    discard(res.body);
+    throw upstreamMalformed(this.o.backend, `a body in content-encoding "${enc.slice(0, 50)}" although identity was asked`);
+  }
+
   private async statusError(res: Response, signal: AbortSignal): Promise<GatewayError> {
-    const text = (await this.readText(res, MAX_ERROR_BYTES, signal, true)) ?? '';
+    let text = '';
+    try {
+      text = (await this.readText(res, MAX_ERROR_BYTES, signal, true)) ?? '';
+    } catch (err) {
+      // The status says enough when the body cannot be read; an abort is still an abort.
+      if (signal.aborted) throw err;
+    }
     let parsed: unknown;
     let isJson = false;
     try {
@@ -174,7 +192,7 @@ export class OpenAIHttpClient {
       // A known length within the cap: undici's own consumer (the HTTP framing bounds it).
       if (Number.isFinite(length) && length <= limit) return await body.text();
       if (Number.isFinite(length) && !truncate) {
-        body.destroy();
+        discard(body);
         return null;
       }
       const chunks: Buffer[] = [];
@@ -330,7 +348,7 @@ class SseIterator implements AsyncIterableIterator<unknown> {
     this.finished = true;
     this.ready.length = 0;
     this.head = 0;
-    if (!this.body.destroyed) this.body.destroy();
+    discard(this.body);
   }
 }
 
@@ -371,6 +389,15 @@ function connectionLost(backend: string, err: unknown, secrets: ReadonlyArray<st
   e.backend = backend;
   return e;
 }
+
+/** Closes a body not read to its end (and its connection); the abort error it raises is expected. */
+function discard(body: Body): void {
+  if (body.destroyed) return;
+  body.on('error', noop);
+  body.destroy();
+}
+
+const noop = (): void => {};
 
 function abortReason(signal: AbortSignal): unknown {
   return signal.reason instanceof Error ? signal.reason : new DOMException('The operation was aborted.', 'AbortError');

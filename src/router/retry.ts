@@ -27,6 +27,7 @@ const FAILOVER_CODES = new Set([
   'upstream_malformed_response',
   'upstream_stream_truncated',
   'circuit_open',
+  'upstream_response_too_large',
   // a local server still loading its model, or started without what this request needs
   'backend_not_ready',
   'unsupported',
