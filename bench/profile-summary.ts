@@ -5,9 +5,11 @@
  * stacks for a flame graph (flamegraph.pl, speedscope, inferno). The .cpuprofile itself also
  * opens in Chrome DevTools or https://www.speedscope.app.
  *
- *   node --import tsx bench/profile-summary.ts <file.cpuprofile> [--top 25] [--folded out.folded]
+ *   node --import tsx bench/profile-summary.ts <file.cpuprofile> [--top 25] [--folded out.folded] [--find 'regex']
+ *
+ * `--find` lists the inclusive time of every frame whose "function file:line" matches the regex.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 
@@ -160,6 +162,13 @@ export function summarize(p: CpuProfile, n = 25, window?: Window): string {
   ].join('\n');
 }
 
+/** Inclusive share of busy time of the frames whose name matches `re`, largest first. */
+export function find(p: CpuProfile, re: RegExp, window?: Window): Array<[string, number]> {
+  const a = aggregate(p, window);
+  const busy = a.totalUs - a.idleUs;
+  return top(new Map([...a.fn.total].filter(([k]) => re.test(k))), 1000).map(([k, v]) => [k, (100 * v) / busy]);
+}
+
 export function writeFolded(p: CpuProfile, file: string, window?: Window): void {
   const { stacks } = aggregate(p, window);
   writeFileSync(file, [...stacks].map(([s, c]) => `${s} ${c}`).join('\n') + '\n');
@@ -167,13 +176,20 @@ export function writeFolded(p: CpuProfile, file: string, window?: Window): void 
 
 const isMain = process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href;
 if (isMain) {
-  const { values, positionals } = parseArgs({ allowPositionals: true, options: { top: { type: 'string', default: '25' }, folded: { type: 'string' } } });
+  const { values, positionals } = parseArgs({ allowPositionals: true, options: { top: { type: 'string', default: '25' }, folded: { type: 'string' }, find: { type: 'string' } } });
   const file = positionals[0];
   if (!file) {
     process.stderr.write('usage: profile-summary.ts <file.cpuprofile> [--top 25] [--folded out.folded]\n');
     process.exit(2);
   }
   const p = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile;
-  process.stdout.write(`${summarize(p, Number(values.top))}\n`);
-  if (values.folded) writeFolded(p, values.folded);
+  // bench/profile.ts leaves the load window beside the profile: start-up stays out of the numbers
+  const wf = file.replace(/\.cpuprofile$/, '.window.json');
+  const window = wf !== file && existsSync(wf) ? (JSON.parse(readFileSync(wf, 'utf8')) as Window) : undefined;
+  if (values.find) {
+    for (const [k, v] of find(p, new RegExp(values.find), window)) process.stdout.write(`${v.toFixed(2).padStart(6)}%  ${k}\n`);
+    process.exit(0);
+  }
+  process.stdout.write(`${summarize(p, Number(values.top), window)}\n`);
+  if (values.folded) writeFolded(p, values.folded, window);
 }

@@ -5,7 +5,8 @@
  * module is one line (no line numbers in the profile) and tsx's loader thread and source maps add
  * costs production does not pay. Writes, per scenario,
  * bench/results/profile/switchyard-<id>.cpuprofile (open it in Chrome DevTools or speedscope),
- * a .folded file for flame-graph tools, and profile-<id>.md.
+ * a .folded file for flame-graph tools, the load window (.window.json, which profile-summary.ts
+ * picks up by itself), and profile-<id>.md.
  */
 import { mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -60,6 +61,7 @@ export async function profileScenarios(ids: string[], opts: { results: string; m
     rmSync(raw, { recursive: true, force: true });
     const profile = JSON.parse(readFileSync(join(dir, name), 'utf8')) as CpuProfile;
     const window = { fromUs, toUs };
+    writeFileSync(join(dir, name.replace(/\.cpuprofile$/, '.window.json')), `${JSON.stringify(window)}\n`);
     writeFolded(profile, join(dir, name.replace(/\.cpuprofile$/, '.folded')), window);
     const md = [`### Profile: Switchyard, ${sc.label} (${Math.round(rps).toLocaleString('en-US')} RPS under the profiler; ${gw.note})`, '', summarize(profile, 25, window)].join('\n');
     writeFileSync(join(opts.results, `profile-${id}.md`), `${md}\n`);
