@@ -16,6 +16,7 @@
 import type { Http2Bindings, HttpBindings } from '@hono/node-server';
 import type { Hono } from 'hono';
 import { createApp } from './app.ts';
+import { OnnxBackend } from './backends/onnx.ts';
 import { BackendRegistry } from './backends/registry.ts';
 import type { LoadedConfig } from './config/load.ts';
 import type { Deps } from './deps.ts';
@@ -83,6 +84,9 @@ export class Runtime {
     this.health.configure(config.routing.breaker);
     const registry = new BackendRegistry(config, loaded.unconfiguredBackends, this.logger, previous?.deps.registry);
     const router = new Router(config, registry, this.health, systemClock, Math.random, routerMetrics(this.metrics, labels));
+    for (const [name, entry] of registry.all()) {
+      if (entry.llm instanceof OnnxBackend) entry.llm.observeBatches((size) => this.metrics.onnxBatchSize.observe({ backend: labels.backend(name) }, size));
+    }
     const keepStore = previous && storeIdentity(previous.loaded.config) === storeIdentity(config);
     const services = createServices(
       config,

@@ -231,6 +231,10 @@ describe('onnx backend through the gateway and the OpenAI SDK', () => {
     assert.ok(b.batches - b0.batches < inputs.length, `batched: ${b.batches - b0.batches} runs for ${inputs.length} requests`);
     assert.ok(b.largest > 1);
     assert.equal(u.batches - u0.batches, inputs.length, 'unbatched: one run per request');
+    // the batch sizes reach Prometheus too
+    const metrics = await (await fetch(`${gw.url}/metrics`)).text();
+    const count = /^switchyard_onnx_batch_size_count\{backend="[^"]*"\} (\d+)/m.exec(metrics);
+    assert.ok(count && Number(count[1]) > 0, 'switchyard_onnx_batch_size is observed');
     inputs.forEach((input, i) => {
       const want = reference(tokenize(input), { table: tables.v1 });
       assertClose(batched[i]?.data[0]?.embedding ?? [], unbatched[i]?.data[0]?.embedding ?? [], `batched vs unbatched ${i}`, 1e-6);

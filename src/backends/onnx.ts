@@ -73,8 +73,18 @@ export class OnnxBackend implements BaseLLM {
     this.batcher = new Batcher<Sequence, Float32Array>({
       windowMs: cfg.batch.window_ms,
       maxBatchSize: cfg.batch.max_batch_size,
-      run: (seqs) => this.runBatch(seqs),
+      run: (seqs) => {
+        this.batchObserver?.(seqs.length);
+        return this.runBatch(seqs);
+      },
     });
+  }
+
+  private batchObserver: ((size: number) => void) | undefined;
+
+  /** Reports the size of every batch (the gateway feeds `switchyard_onnx_batch_size`). */
+  observeBatches(fn: (size: number) => void): void {
+    this.batchObserver = fn;
   }
 
   /** Batches run and inputs served so far (tests and benchmarks read this). */
