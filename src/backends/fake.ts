@@ -9,6 +9,7 @@ import type { FakeBackendConfig } from '../config/schema.ts';
 import type { ChatCompletion, ChatCompletionChunk, ChatMessage, ChatRequest } from '../protocol/chat.ts';
 import type { Completion, CompletionRequest } from '../protocol/completions.ts';
 import type { EmbeddingRequest, EmbeddingResponse } from '../protocol/embeddings.ts';
+import { invalidRequest } from '../errors.ts';
 import type { BackendHealth, BaseLLM, CallContext, Capabilities } from './base-llm.ts';
 
 const words = (s: string): number => (s.trim() === '' ? 0 : s.trim().split(/\s+/).length);
@@ -149,6 +150,8 @@ export class FakeBackend implements BaseLLM {
         : req.input.length > 0 && typeof req.input[0] === 'number'
           ? [JSON.stringify(req.input)]
           : (req.input as Array<string | number[]>).map((x) => (typeof x === 'string' ? x : JSON.stringify(x)));
+    // dimensions × inputs floats are built in memory: bounded so one request cannot exhaust the heap.
+    if (inputs.length * dims > 1 << 22) throw invalidRequest(`The fake backend builds at most ${1 << 22} floats per request (inputs × dimensions).`, 'dimensions');
     let tokens = 0;
     const data = inputs.map((text, index) => {
       tokens += Math.max(1, words(text));

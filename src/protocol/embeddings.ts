@@ -7,6 +7,7 @@ import { z } from 'zod';
 const tokenArray = z.array(z.int().min(0)).min(1);
 
 export const MAX_EMBEDDING_INPUTS = 2048;
+export const MAX_EMBEDDING_DIMENSIONS = 65536;
 
 export const embeddingRequestSchema = z.looseObject({
   model: z.string().min(1),
@@ -17,7 +18,8 @@ export const embeddingRequestSchema = z.looseObject({
     z.array(tokenArray).min(1).max(MAX_EMBEDDING_INPUTS),
   ]),
   encoding_format: z.enum(['float', 'base64']).optional(),
-  dimensions: z.int().min(1).optional(),
+  /** Bounded: no embedding model has more, and a backend may allocate dimensions × inputs floats. */
+  dimensions: z.int().min(1).max(MAX_EMBEDDING_DIMENSIONS).optional(),
   user: z.string().optional(),
 });
 
