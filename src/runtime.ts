@@ -21,6 +21,7 @@ import { BackendRegistry } from './backends/registry.ts';
 import type { LoadedConfig } from './config/load.ts';
 import type { Deps } from './deps.ts';
 import { Gateway } from './gateway.ts';
+import { cacheSection, keysSection } from './http/status-extras.ts';
 import type { AppEnv } from './http/types.ts';
 import { HealthState } from './router/health-state.ts';
 import { Router, systemClock } from './router/router.ts';
@@ -106,6 +107,10 @@ export class Runtime {
       version: this.version,
       startedAt: this.startedAt,
       lifecycle: this.lifecycle,
+      statusExtras: {
+        cache: () => cacheSection(this.metrics, config.cache.enabled),
+        keys: () => keysSection(config, services.store),
+      },
     };
     return { deps, app: createApp(deps), services, loaded };
   }

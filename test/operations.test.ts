@@ -142,3 +142,47 @@ describe('admin surface without an admin key', () => {
     }
   });
 });
+
+describe('status: cache hit rate and key usage against limits', () => {
+  it('reports hits/misses and each limited key’s remaining allowance and spend', async () => {
+    const gw = await startGateway(`
+admin: { key: "${ADMIN}" }
+backends: { demo: { type: fake } }
+models: { m: { targets: [ { backend: demo, model: echo, price: { input: 1, output: 1 } } ] } }
+cache: { enabled: true, cache_nonzero_temperature: true }
+keys:
+  - { name: limited, key: "sk-limited-key-1", limits: { rpm: 100, budget_usd: 5, budget_period: day } }
+  - { name: free, key: "sk-free-key-0001" }
+`);
+    try {
+      const ask = (): Promise<Response> =>
+        fetch(`${gw.baseURL}/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: 'Bearer sk-limited-key-1', 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'm', temperature: 0, messages: [{ role: 'user', content: 'same question' }] }),
+        });
+      assert.equal((await ask()).headers.get('x-switchyard-cache'), 'miss');
+      assert.equal((await ask()).headers.get('x-switchyard-cache'), 'hit');
+      const s = (await (await fetch(`${gw.url}/status`, { headers: { authorization: `Bearer ${ADMIN}` } })).json()) as {
+        extras: {
+          cache: { hit: number; miss: number; hit_rate: number };
+          keys: Record<string, { requests?: { limit: number; remaining: number }; budget?: { limit_usd: number; spent_usd: number }; limits?: string }>;
+        };
+      };
+      assert.equal(s.extras.cache.hit, 1);
+      assert.equal(s.extras.cache.miss, 1);
+      assert.equal(s.extras.cache.hit_rate, 0.5);
+      const limited = s.extras.keys.limited;
+      assert.equal(limited?.requests?.limit, 100);
+      assert.ok((limited?.requests?.remaining ?? 100) <= 98, 'both requests counted against rpm');
+      assert.equal(limited?.budget?.limit_usd, 5);
+      assert.ok((limited?.budget?.spent_usd ?? 0) > 0, 'the miss was paid for');
+      assert.equal(s.extras.keys.free?.limits, 'none');
+      // reading the status takes nothing from the allowance
+      const again = (await (await fetch(`${gw.url}/status`, { headers: { authorization: `Bearer ${ADMIN}` } })).json()) as typeof s;
+      assert.equal(again.extras.keys.limited?.requests?.remaining, limited?.requests?.remaining);
+    } finally {
+      await gw.close();
+    }
+  });
+});
