@@ -17,6 +17,7 @@ import type { Config, ModelConfig, PolicyName, TargetConfig } from '../config/sc
 import { GatewayError, asGatewayError, modelNotFound } from '../errors.ts';
 import { Attempt } from './attempt.ts';
 import { HealthState, type TargetHealth } from './health-state.ts';
+import { deadlineExceeded, exhausted, finalize, skipReason, type AttemptRecord } from './outcomes.ts';
 import { orderTargets, type PolicyCandidate } from './policies.ts';
 import { backoffMs, disposition } from './retry.ts';
 import { openCommitted, type StreamHooks } from './stream.ts';
@@ -79,11 +80,6 @@ export const systemClock: Clock = {
   now: () => Date.now(),
   sleep: (ms, signal) => sleepFor(ms, undefined, { signal }),
 };
-
-interface AttemptRecord {
-  target: string;
-  outcome: string;
-}
 
 const OP_NAME: Record<Operation, string> = { chat: 'chat completions', completions: 'legacy completions', embeddings: 'embeddings' };
 
@@ -315,20 +311,6 @@ export class Router {
   }
 }
 
-/** Why a target cannot be tried at all right now, or undefined. */
-function skipReason(t: ResolvedTarget): GatewayError | undefined {
-  const mk = (message: string, code: string): GatewayError => {
-    const e = new GatewayError(message, { status: 503, type: 'service_unavailable_error', code, retryable: true });
-    e.backend = t.backend;
-    return e;
-  };
-  if (t.entry.unconfigured) return mk(`backend "${t.backend}" is not configured (its api_key is empty)`, 'backend_not_configured');
-  if (t.entry.status === 'loading') return mk(`backend "${t.backend}" is still loading`, 'backend_not_ready');
-  // The load error can name server-side paths: it goes to the log and /status, not to clients.
-  if (t.entry.status === 'failed') return mk(`backend "${t.backend}" failed to load (see the gateway log)`, 'backend_not_ready');
-  return undefined;
-}
-
 /**
  * Local servers report capacity: among consecutive targets that do, the least busy goes first, and a
  * full target moves behind every target that is not full (busy, not broken: still a fallback).
@@ -355,58 +337,4 @@ function byCapacity(order: ResolvedTarget[]): ResolvedTarget[] {
   const notFull = idx.filter((i) => (load[i] ?? 0) < 1);
   const full = idx.filter((i) => (load[i] ?? 0) >= 1);
   return [...notFull, ...full].map((i) => order[i] as ResolvedTarget);
-}
-
-function deadlineExceeded(publicModel: string, budget: number, records: AttemptRecord[]): GatewayError {
-  const tried = records.length > 0 ? ` Attempts: ${records.map((r) => `${r.target} → ${r.outcome}`).join('; ')}.` : '';
-  return new GatewayError(`No target of model '${publicModel}' answered within the request deadline of ${budget} ms.${tried}`, {
-    status: 504,
-    type: 'timeout_error',
-    code: 'deadline_exceeded',
-  });
-}
-
-/** The one error for a request that nothing served: lists every attempt, keeps the last status. */
-function exhausted(publicModel: string, records: AttemptRecord[], last: GatewayError | undefined, skips: GatewayError[], soonestMs: number): GatewayError {
-  const list = records.map((r) => `${r.target} → ${r.outcome}`).join('; ');
-  if (last) {
-    const e = new GatewayError(records.length > 1 ? `All targets of model '${publicModel}' failed: ${list}.` : last.message, {
-      status: last.status,
-      type: last.type,
-      code: last.code,
-      param: last.param,
-      retryAfter: last.retryAfter,
-      cause: last,
-    });
-    e.backend = last.backend;
-    return e;
-  }
-  if (Number.isFinite(soonestMs)) {
-    return new GatewayError(`Every target of model '${publicModel}' is unavailable: ${list}.`, {
-      status: 503,
-      type: 'service_unavailable_error',
-      code: 'circuit_open',
-      retryAfter: Math.max(1, Math.ceil(soonestMs / 1000)),
-    });
-  }
-  const notConfigured = skips.length > 0 && skips.every((s) => s.code === 'backend_not_configured');
-  if (notConfigured) {
-    const names = skips.map((s) => `"${s.backend ?? '?'}"`).join(', ');
-    return new GatewayError(
-      `No backend of model '${publicModel}' is configured: ${names} ${skips.length > 1 ? 'have' : 'has'} no API key. Set the key's environment variable and restart the gateway.`,
-      { status: 503, type: 'service_unavailable_error', code: 'backend_not_configured', retryAfter: 60 },
-    );
-  }
-  return new GatewayError(`No target of model '${publicModel}' can serve right now: ${list}.`, {
-    status: 503,
-    type: 'service_unavailable_error',
-    code: 'backend_not_ready',
-    retryAfter: 5,
-  });
-}
-
-function finalize(e: GatewayError, attempts: number): GatewayError {
-  e.attempts = attempts;
-  if (e.status !== 499) e.exhausted = e.status >= 500 || e.status === 429 || e.status === 409;
-  return e;
 }
