@@ -13,20 +13,18 @@
  *   `maxResponseBytes`), and always either read to the end (so the connection goes back to the
  *   pool) or destroyed (so it closes) — including when a stream's consumer stops early.
  *
- * SSE is parsed with eventsource-parser (spec-complete, fast on whole-event chunks). `data: [DONE]`
+ * SSE is parsed in openai-sse.ts with eventsource-parser (spec-complete, fast on whole-event chunks). `data: [DONE]`
  * ends a stream; `data: {"error":…}` raises the backend's mid-stream error; servers with other
  * error framings plug in an `SseFraming`.
  */
-import { StringDecoder } from 'node:string_decoder';
-import { createParser, type EventSourceMessage, type EventSourceParser, type ParseError } from 'eventsource-parser';
+import type { EventSourceMessage } from 'eventsource-parser';
 import type { Dispatcher } from 'undici';
 import { GatewayError } from '../errors.ts';
+import { abortReason, discard, errorCode, responseTooLarge, SseIterator } from './openai-sse.ts';
 import { fromUpstreamStatus, redact, retryAfterSeconds, upstreamMalformed, upstreamUnreachable, type UpstreamErrorInfo } from './upstream-errors.ts';
 
 /** Largest error body read (the rest is discarded). */
 const MAX_ERROR_BYTES = 1024 * 1024;
-/** Largest tail read after `data: [DONE]` while waiting for the body to end. */
-const MAX_TAIL_BYTES = 64 * 1024;
 
 /** What a non-2xx answer said. */
 export interface StatusErrorInfo extends UpstreamErrorInfo {
@@ -67,7 +65,6 @@ export interface CallOptions {
 }
 
 type Response = Dispatcher.ResponseData;
-type Body = Response['body'];
 
 const JSON_TYPE = /^application\/(?:[\w!#$%&*.^`|~+-]+\+)?json\s*(?:;|$)/i;
 
@@ -215,204 +212,8 @@ export class OpenAIHttpClient {
   }
 }
 
-/**
- * The parsed `data:` payloads of an event stream, one `next()` at a time: a body chunk is read
- * only when the payloads of the previous one are used up, so nothing buffers beyond one chunk
- * (and one unfinished event, capped).
- */
-class SseIterator implements AsyncIterableIterator<unknown> {
-  private readonly it: AsyncIterator<Buffer>;
-  private readonly decoder = new StringDecoder('utf8');
-  private readonly parser: EventSourceParser;
-  private readonly ready: unknown[] = [];
-  private head = 0;
-  /** raised while parsing a chunk; thrown once the payloads before it are used */
-  private failure: unknown = undefined;
-  private sawDone = false;
-  private tailBytes = 0;
-  private finished = false;
-
-  constructor(
-    private readonly body: Body,
-    private readonly signal: AbortSignal,
-    private readonly o: OpenAIHttpOptions,
-  ) {
-    this.it = (body as AsyncIterable<Buffer>)[Symbol.asyncIterator]();
-    const framing = o.sseFraming;
-    this.parser = createParser({
-      maxBufferSize: o.maxResponseBytes,
-      onEvent: (ev) => {
-        if (framing?.event) {
-          const data = framing.event(ev);
-          if (data !== null) this.handle(data);
-        } else {
-          this.handle(ev.data);
-        }
-      },
-      onError: (err: ParseError) => {
-        if (err.type === 'max-buffer-size-exceeded') this.fail(responseTooLarge(o.backend, o.maxResponseBytes));
-        else if (err.type === 'unknown-field' && framing?.unknownField && err.field !== undefined) {
-          const data = framing.unknownField(err.field, err.value ?? '');
-          if (data !== null) this.handle(data);
-        }
-      },
-    });
-  }
-
-  [Symbol.asyncIterator](): AsyncIterableIterator<unknown> {
-    return this;
-  }
-
-  async next(): Promise<IteratorResult<unknown>> {
-    for (;;) {
-      if (this.head < this.ready.length) {
-        const value = this.ready[this.head++];
-        if (this.head === this.ready.length) {
-          this.ready.length = 0;
-          this.head = 0;
-        }
-        return { done: false, value };
-      }
-      if (this.failure !== undefined) {
-        const f = this.failure;
-        this.failure = undefined;
-        this.close();
-        throw f;
-      }
-      if (this.finished) return { done: true, value: undefined };
-      let r: IteratorResult<Buffer>;
-      try {
-        r = await this.it.next();
-      } catch (err) {
-        this.close();
-        if (this.signal.aborted) throw abortReason(this.signal);
-        throw connectionLost(this.o.backend, err, this.o.secrets);
-      }
-      if (r.done) {
-        // A last event without its blank line still counts: the body ended cleanly.
-        if (!this.sawDone) this.feed(`${this.decoder.end()}\n\n`);
-        this.finished = true;
-        continue;
-      }
-      if (this.sawDone) {
-        // Read to the end so the connection goes back to the pool, but not forever.
-        this.tailBytes += r.value.length;
-        if (this.tailBytes > MAX_TAIL_BYTES) this.close();
-        continue;
-      }
-      this.feed(this.decoder.write(r.value));
-    }
-  }
-
-  async return(): Promise<IteratorResult<unknown>> {
-    this.close();
-    return { done: true, value: undefined };
-  }
-
-  private feed(text: string): void {
-    if (text === '' || this.failure !== undefined) return;
-    this.parser.feed(text);
-  }
-
-  private handle(data: string): void {
-    if (this.sawDone || this.failure !== undefined) return;
-    if (data.startsWith('[DONE]')) {
-      this.sawDone = true;
-      return;
-    }
-    let value: unknown;
-    try {
-      value = JSON.parse(data);
-    } catch {
-      this.fail(upstreamMalformed(this.o.backend, 'an event of the stream is not JSON'));
-      return;
-    }
-    if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-      this.fail(upstreamMalformed(this.o.backend, 'an event of the stream is not a JSON object'));
-      return;
-    }
-    const error = (value as { error?: unknown }).error;
-    if (error) {
-      this.fail((this.o.streamError ?? ((e: unknown) => streamErrorEvent(this.o.backend, e, this.o.secrets)))(error));
-      return;
-    }
-    this.ready.push(value);
-  }
-
-  private fail(err: unknown): void {
-    this.failure ??= err;
-  }
-
-  /** Ends the stream for good: a body not read to its end is destroyed (its connection closes). */
-  private close(): void {
-    this.finished = true;
-    this.ready.length = 0;
-    this.head = 0;
-    discard(this.body);
-  }
-}
-
-/** A `data: {"error":…}` event: the OpenAI-style mid-stream error. */
-export function streamErrorEvent(backend: string, error: unknown, secrets: ReadonlyArray<string>): GatewayError {
-  const message = typeof error === 'object' && error !== null ? (error as { message?: unknown }).message : typeof error === 'string' ? error : undefined;
-  const msg = typeof message === 'string' && message !== '' ? redact(message, secrets) : 'stream error';
-  const e = new GatewayError(`Backend "${backend}" reported an error mid-stream: ${msg}`, {
-    status: 502,
-    type: 'upstream_error',
-    code: 'upstream_stream_error',
-    retryable: true,
-  });
-  e.backend = backend;
-  return e;
-}
-
-export function responseTooLarge(backend: string, limit: number): GatewayError {
-  const e = new GatewayError(`Backend "${backend}" sent a response larger than max_response_bytes (${limit} bytes).`, {
-    status: 502,
-    type: 'upstream_error',
-    code: 'upstream_response_too_large',
-    retryable: true,
-  });
-  e.backend = backend;
-  return e;
-}
-
-function connectionLost(backend: string, err: unknown, secrets: ReadonlyArray<string>): GatewayError {
-  const detail = errorCode(err) ?? redact(err instanceof Error ? err.message : 'read failed', secrets);
-  const e = new GatewayError(`Backend "${backend}" dropped the connection mid-stream (${detail}).`, {
-    status: 502,
-    type: 'upstream_error',
-    code: 'upstream_connection_lost',
-    retryable: true,
-    cause: err,
-  });
-  e.backend = backend;
-  return e;
-}
-
-/** Closes a body not read to its end (and its connection); the abort error it raises is expected. */
-function discard(body: Body): void {
-  if (body.destroyed) return;
-  body.on('error', noop);
-  body.destroy();
-}
-
-const noop = (): void => {};
-
-function abortReason(signal: AbortSignal): unknown {
-  return signal.reason instanceof Error ? signal.reason : new DOMException('The operation was aborted.', 'AbortError');
-}
-
-/** `ECONNREFUSED`, `UND_ERR_SOCKET`, … of an error or its cause. */
-function errorCode(err: unknown): string | undefined {
-  for (let e: unknown = err, i = 0; e instanceof Error && i < 3; e = e.cause, i++) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string') return code;
-  }
-  return undefined;
-}
-
 function header(res: Response, name: string): string | undefined {
   const v = res.headers[name];
   return Array.isArray(v) ? v[0] : v;
 }
+

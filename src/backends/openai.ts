@@ -13,7 +13,8 @@ import type { ChatCompletion, ChatCompletionChunk, ChatRequest } from '../protoc
 import type { Completion, CompletionRequest } from '../protocol/completions.ts';
 import type { Embedding, EmbeddingRequest, EmbeddingResponse } from '../protocol/embeddings.ts';
 import type { BackendHealth, BaseLLM, CallContext, Capabilities } from './base-llm.ts';
-import { OpenAIHttpClient, streamErrorEvent, type CallOptions, type SseFraming, type StatusErrorInfo } from './openai-http.ts';
+import { OpenAIHttpClient, type CallOptions, type SseFraming, type StatusErrorInfo } from './openai-http.ts';
+import { streamErrorEvent } from './openai-sse.ts';
 import { fromUpstreamStatus, upstreamMalformed } from './upstream-errors.ts';
 
 export interface OpenAICompatibleOptions {
