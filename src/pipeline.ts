@@ -19,10 +19,11 @@ import { countPrompt } from './limits/estimate.ts';
 import { Limiter, type Admission, type Principal } from './limits/limiter.ts';
 import { encodingFor, type TokenCounter } from './limits/tokens.ts';
 import type { Operation, ResolvedTarget, Routed, Router } from './router/router.ts';
+import { ended, replay, shapeUsage } from './pipeline-streams.ts';
 
 export type Usage = { prompt_tokens: number; completion_tokens: number; total_tokens: number };
 type UsageLike = { prompt_tokens?: number | null | undefined; completion_tokens?: number | null | undefined };
-type Chunk = { usage?: Usage | null | undefined; choices: unknown[] };
+export type Chunk = { usage?: Usage | null | undefined; choices: unknown[] };
 
 export type CacheStatus = 'hit' | 'miss' | 'bypass';
 
@@ -80,57 +81,6 @@ interface Prep {
   targets: ResolvedTarget[];
   decision: CacheDecision | undefined;
   key: string | undefined;
-}
-
-/** Drops the usage chunk (and `usage: null` fields) the client did not ask for; records usage. */
-export async function* shapeUsage<T extends Chunk>(src: AsyncIterable<T>, clientWantsUsage: boolean, sink: { value: Usage | undefined }): AsyncGenerator<T> {
-  for await (const chunk of src) {
-    if (chunk.usage) sink.value = chunk.usage;
-    if (clientWantsUsage) {
-      yield chunk;
-      continue;
-    }
-    if (chunk.usage && chunk.choices.length === 0) continue;
-    if ('usage' in chunk) delete chunk.usage;
-    yield chunk;
-  }
-}
-
-/** Calls `onEnd` once when the stream ends, fails, is returned early, or the client goes away. */
-function ended<T>(src: AsyncIterable<T>, signal: AbortSignal, onEnd: () => void): AsyncIterable<T> {
-  let done = false;
-  const finish = (): void => {
-    if (done) return;
-    done = true;
-    signal.removeEventListener('abort', finish);
-    onEnd();
-  };
-  signal.addEventListener('abort', finish, { once: true });
-  return {
-    [Symbol.asyncIterator]: () => {
-      const it = src[Symbol.asyncIterator]();
-      return {
-        async next() {
-          try {
-            const r = await it.next();
-            if (r.done) finish();
-            return r;
-          } catch (err) {
-            finish();
-            throw err;
-          }
-        },
-        async return(v?: unknown) {
-          finish();
-          return (await it.return?.(v)) ?? { done: true, value: undefined };
-        },
-      };
-    },
-  };
-}
-
-async function* replay<T>(chunks: readonly unknown[]): AsyncGenerator<T> {
-  for (const c of chunks) yield c as T;
 }
 
 function withHeaders(err: unknown, headers: Record<string, string> | undefined): unknown {
