@@ -29,6 +29,8 @@ export interface GatewayErrorOptions {
   /** seconds, for `retry-after`. */
   retryAfter?: number | undefined;
   cause?: unknown;
+  /** The backend that produced it. */
+  backend?: string | undefined;
 }
 
 export class GatewayError extends Error {
@@ -56,6 +58,7 @@ export class GatewayError extends Error {
     this.param = opts.param ?? null;
     this.retryable = opts.retryable ?? false;
     this.retryAfter = opts.retryAfter;
+    this.backend = opts.backend;
   }
 }
 

@@ -127,12 +127,11 @@ export function toChatCompletion(msg: AnthropicMessage, created: number): ChatCo
 export function streamError(backend: string, type: unknown, message: unknown, secrets: ReadonlyArray<string>): GatewayError {
   const msg = typeof message === 'string' && message !== '' ? redact(message, secrets) : 'stream error';
   const overloaded = type === 'overloaded_error';
-  const e = new GatewayError(`Backend "${backend}" reported an error mid-stream${typeof type === 'string' ? ` (${type})` : ''}: ${msg}`, {
+  return new GatewayError(`Backend "${backend}" reported an error mid-stream${typeof type === 'string' ? ` (${type})` : ''}: ${msg}`, {
     status: overloaded ? 503 : 502,
     type: overloaded ? 'service_unavailable_error' : 'upstream_error',
     code: overloaded ? 'upstream_unavailable' : 'upstream_stream_error',
     retryable: true,
+    backend,
   });
-  e.backend = backend;
-  return e;
 }

@@ -22,15 +22,14 @@ export function isLoadingError(status: number | undefined, body: LlamaErrorBody 
 }
 
 export function notReady(backend: string, detail: string, retryAfter = 2): GatewayError {
-  const e = new GatewayError(`llama-server backend "${backend}" is not ready: ${detail}.`, {
+  return new GatewayError(`llama-server backend "${backend}" is not ready: ${detail}.`, {
     status: 503,
     type: 'service_unavailable_error',
     code: 'backend_not_ready',
     retryable: true,
     retryAfter,
+    backend,
   });
-  e.backend = backend;
-  return e;
 }
 
 /** What the server must be started with for a route that answered 501, and why. */
@@ -51,9 +50,7 @@ export function fromLlamaStatus(info: UpstreamErrorInfo): GatewayError {
   const body = info.error as LlamaErrorBody | undefined;
   const upstream = text(body?.message) ? redact(String(body?.message), secrets) : undefined;
   const make = (s: number, code: string, message: string, retryable: boolean, param: string | null = null): GatewayError => {
-    const e = new GatewayError(message, { status: s, type: s >= 500 ? 'service_unavailable_error' : 'invalid_request_error', code, param, retryable });
-    e.backend = backend;
-    return e;
+    return new GatewayError(message, { status: s, type: s >= 500 ? 'service_unavailable_error' : 'invalid_request_error', code, param, retryable, backend });
   };
   if (isLoadingError(status, body)) return notReady(backend, 'it is still loading its model');
   if (status === 501 || body?.type === 'not_supported_error') {
@@ -89,12 +86,11 @@ export function llamaStreamError(backend: string, error: unknown, secrets: Reado
   const body = (typeof error === 'object' && error !== null ? error : undefined) as LlamaErrorBody | undefined;
   const raw = typeof error === 'string' ? error : text(body?.message);
   const msg = raw ? redact(raw, secrets) : 'stream error';
-  const e = new GatewayError(`llama-server backend "${backend}" reported an error mid-stream: ${msg}`, {
+  return new GatewayError(`llama-server backend "${backend}" reported an error mid-stream: ${msg}`, {
     status: 502,
     type: 'upstream_error',
     code: 'upstream_stream_error',
     retryable: true,
+    backend,
   });
-  e.backend = backend;
-  return e;
 }

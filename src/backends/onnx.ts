@@ -217,13 +217,12 @@ export class OnnxBackend implements BaseLLM {
 }
 
 function notReady(backend: string, why: string): GatewayError {
-  const e = new GatewayError(`Backend "${backend}" ${why}.`, {
+  return new GatewayError(`Backend "${backend}" ${why}.`, {
     status: 503,
     type: 'service_unavailable_error',
     code: 'backend_not_ready',
     retryable: true,
     retryAfter: 1,
+    backend,
   });
-  e.backend = backend;
-  return e;
 }

@@ -156,38 +156,35 @@ export class SseIterator implements AsyncIterableIterator<unknown> {
 export function streamErrorEvent(backend: string, error: unknown, secrets: ReadonlyArray<string>): GatewayError {
   const message = typeof error === 'object' && error !== null ? (error as { message?: unknown }).message : typeof error === 'string' ? error : undefined;
   const msg = typeof message === 'string' && message !== '' ? redact(message, secrets) : 'stream error';
-  const e = new GatewayError(`Backend "${backend}" reported an error mid-stream: ${msg}`, {
+  return new GatewayError(`Backend "${backend}" reported an error mid-stream: ${msg}`, {
     status: 502,
     type: 'upstream_error',
     code: 'upstream_stream_error',
     retryable: true,
+    backend,
   });
-  e.backend = backend;
-  return e;
 }
 
 export function responseTooLarge(backend: string, limit: number): GatewayError {
-  const e = new GatewayError(`Backend "${backend}" sent a response larger than max_response_bytes (${limit} bytes).`, {
+  return new GatewayError(`Backend "${backend}" sent a response larger than max_response_bytes (${limit} bytes).`, {
     status: 502,
     type: 'upstream_error',
     code: 'upstream_response_too_large',
     retryable: true,
+    backend,
   });
-  e.backend = backend;
-  return e;
 }
 
 export function connectionLost(backend: string, err: unknown, secrets: ReadonlyArray<string>): GatewayError {
   const detail = errorCode(err) ?? redact(err instanceof Error ? err.message : 'read failed', secrets);
-  const e = new GatewayError(`Backend "${backend}" dropped the connection mid-stream (${detail}).`, {
+  return new GatewayError(`Backend "${backend}" dropped the connection mid-stream (${detail}).`, {
     status: 502,
     type: 'upstream_error',
     code: 'upstream_connection_lost',
     retryable: true,
     cause: err,
+    backend,
   });
-  e.backend = backend;
-  return e;
 }
 
 /** Closes a body not read to its end (and its connection); the abort error it raises is expected. */

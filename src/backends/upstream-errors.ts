@@ -45,9 +45,7 @@ export function fromUpstreamStatus(info: UpstreamErrorInfo): GatewayError {
   const code = str(error?.code);
   const param = str(error?.param);
   const make = (s: number, type: OpenAIErrorType, message: string, retryable: boolean, c: string | null = code): GatewayError => {
-    const e = new GatewayError(message, { status: s, type, code: c, param, retryable, retryAfter });
-    e.backend = backend;
-    return e;
+    return new GatewayError(message, { status: s, type, code: c, param, retryable, retryAfter, backend });
   };
   switch (true) {
     case status === 401 || status === 403:
@@ -83,36 +81,33 @@ export function fromUpstreamStatus(info: UpstreamErrorInfo): GatewayError {
 }
 
 export function upstreamTimeout(backend: string, ms: number, what = 'respond'): GatewayError {
-  const e = new GatewayError(`Backend "${backend}" did not ${what} within ${ms} ms.`, {
+  return new GatewayError(`Backend "${backend}" did not ${what} within ${ms} ms.`, {
     status: 504,
     type: 'timeout_error',
     code: 'upstream_timeout',
     retryable: true,
+    backend,
   });
-  e.backend = backend;
-  return e;
 }
 
 export function upstreamUnreachable(backend: string, detail: string): GatewayError {
-  const e = new GatewayError(`Could not reach backend "${backend}": ${detail}.`, {
+  return new GatewayError(`Could not reach backend "${backend}": ${detail}.`, {
     status: 502,
     type: 'upstream_error',
     code: 'upstream_unreachable',
     retryable: true,
+    backend,
   });
-  e.backend = backend;
-  return e;
 }
 
 export function upstreamMalformed(backend: string, detail: string): GatewayError {
-  const e = new GatewayError(`Backend "${backend}" sent a malformed response: ${detail}.`, {
+  return new GatewayError(`Backend "${backend}" sent a malformed response: ${detail}.`, {
     status: 502,
     type: 'upstream_error',
     code: 'upstream_malformed_response',
     retryable: true,
+    backend,
   });
-  e.backend = backend;
-  return e;
 }
 
 export function clientClosed(): GatewayError {

@@ -15,9 +15,7 @@ export interface AttemptRecord {
 /** Why a target cannot be tried at all right now, or undefined. */
 export function skipReason(t: ResolvedTarget): GatewayError | undefined {
   const mk = (message: string, code: string): GatewayError => {
-    const e = new GatewayError(message, { status: 503, type: 'service_unavailable_error', code, retryable: true });
-    e.backend = t.backend;
-    return e;
+    return new GatewayError(message, { status: 503, type: 'service_unavailable_error', code, retryable: true, backend: t.backend });
   };
   if (t.entry.unconfigured) return mk(`backend "${t.backend}" is not configured (its api_key is empty)`, 'backend_not_configured');
   if (t.entry.status === 'loading') return mk(`backend "${t.backend}" is still loading`, 'backend_not_ready');
@@ -39,16 +37,15 @@ export function deadlineExceeded(publicModel: string, budget: number, records: A
 export function exhausted(publicModel: string, records: AttemptRecord[], last: GatewayError | undefined, skips: GatewayError[], soonestMs: number): GatewayError {
   const list = records.map((r) => `${r.target} → ${r.outcome}`).join('; ');
   if (last) {
-    const e = new GatewayError(records.length > 1 ? `All targets of model '${publicModel}' failed: ${list}.` : last.message, {
+    return new GatewayError(records.length > 1 ? `All targets of model '${publicModel}' failed: ${list}.` : last.message, {
       status: last.status,
       type: last.type,
       code: last.code,
       param: last.param,
       retryAfter: last.retryAfter,
       cause: last,
+      backend: last.backend,
     });
-    e.backend = last.backend;
-    return e;
   }
   if (Number.isFinite(soonestMs)) {
     return new GatewayError(`Every target of model '${publicModel}' is unavailable: ${list}.`, {

@@ -36,14 +36,13 @@ export interface OpenCommittedArgs<T> {
 }
 
 export function truncated(backend: string): GatewayError {
-  const e = new GatewayError(`Backend "${backend}" ended the stream before the answer was complete.`, {
+  return new GatewayError(`Backend "${backend}" ended the stream before the answer was complete.`, {
     status: 502,
     type: 'upstream_error',
     code: 'upstream_stream_truncated',
     retryable: true,
+    backend,
   });
-  e.backend = backend;
-  return e;
 }
 
 /** Why the upstream iterator ended early, when it ended because we aborted it. */
