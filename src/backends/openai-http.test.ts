@@ -431,6 +431,18 @@ describe('OpenAIHttpClient: llama-server error framings', () => {
     }
   });
 
+  test('an `error:` line split across reads is still one mid-stream error, after the ordinary events before it', async () => {
+    const { http, agent } = client({ sseFraming: llamaSseFraming });
+    const line = 'error: {"code":400,"message":"the request exceeds the available context size","type":"invalid_request_error"}\n\n';
+    const joined = chunk(1) + line + 'data: [DONE]\n\n';
+    handler = (_req, res) => sse(res, [joined.slice(0, 20), joined.slice(20, 25), joined.slice(25)]);
+    const it = await http.postStream('/x', {}, { signal: signal() });
+    assert.deepEqual(await it.next(), { done: false, value: { n: 1 } });
+    const e = await rejectsWith(it.next(), 'upstream_stream_error');
+    assert.match(e.message, /exceeds the available context size/);
+    await agent.close();
+  });
+
   test('without the framing, an `error:` line is ignored and `event: error` data is an ordinary event', async () => {
     const { http, agent } = client();
     handler = (_req, res) => sse(res, [chunk(1), 'error: {"message":"x"}\n\n', 'event: error\ndata: {"message":"y"}\n\n']);
