@@ -29,7 +29,7 @@ import { Agent, fetch as undiciFetch, request } from 'undici';
 import { OpenAICompatibleBackend } from '../src/backends/openai.ts';
 import { DEFAULT_MAX_RESPONSE_BYTES, type OpenAIBackendConfig } from '../src/config/schema.ts';
 import type { ChatRequest } from '../src/protocol/chat.ts';
-import type { EmbeddingRequest } from '../src/protocol/embeddings.ts';
+import { RawEmbeddingResponse, type EmbeddingRequest } from '../src/protocol/embeddings.ts';
 
 // ---------------------------------------------------------------------------------------------
 // the upstream (child process)
@@ -175,6 +175,10 @@ function backendClient(baseURL: string): { calls: Record<Scenario, Call>; close(
       },
       'embed-base64': async () => {
         const r = await b.embed(embedReq as unknown as EmbeddingRequest, ctx());
+        if (r instanceof RawEmbeddingResponse) {
+          if (r.usage.prompt_tokens <= 0) throw new Error('bad embeddings');
+          return;
+        }
         if (r.data.length !== EMBED_INPUTS || typeof r.data[0]?.embedding !== 'string') throw new Error('bad embeddings');
       },
     },

@@ -10,7 +10,7 @@ import { chatPrompt, completionPrompt, embeddingPrompt, outputReserve } from './
 import { Pipeline, type Answer, type CacheControl, type Job, type Services, type StreamResult } from './pipeline.ts';
 import type { ChatCompletion, ChatCompletionChunk, ChatRequest } from './protocol/chat.ts';
 import type { Completion, CompletionRequest } from './protocol/completions.ts';
-import { encodeEmbeddings, type EmbeddingRequest, type EmbeddingResponse } from './protocol/embeddings.ts';
+import { encodeEmbeddings, RawEmbeddingResponse, type EmbeddingAnswer, type EmbeddingRequest } from './protocol/embeddings.ts';
 import type { Operation, RouteRequest, Router, StreamHooks } from './router/router.ts';
 import { GatewayError } from './errors.ts';
 
@@ -161,7 +161,7 @@ export class Gateway {
     );
   }
 
-  embed(req: EmbeddingRequest, info: RequestInfo): Promise<Answer<EmbeddingResponse>> {
+  embed(req: EmbeddingRequest, info: RequestInfo): Promise<Answer<EmbeddingAnswer>> {
     const j = job('embeddings', req, info, embeddingPrompt(req), 0);
     return this.pipeline.once(j, async (signal) => {
       const routed = await this.router.run(route('embeddings', req.model, info, signal, false, 0), (t, ctx) => {
@@ -169,6 +169,8 @@ export class Gateway {
         if (!llm.embed) throw missing(t.backend, 'embeddings');
         return llm.embed({ ...req, model: t.model }, ctx);
       });
+      // forwarded bytes were checked to be in the asked format and in order already
+      if (routed.result instanceof RawEmbeddingResponse) return routed;
       encodeEmbeddings(routed.result, req.encoding_format);
       routed.result.data.sort((a, b) => a.index - b.index);
       return routed;

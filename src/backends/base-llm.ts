@@ -5,7 +5,7 @@
  */
 import type { ChatCompletion, ChatCompletionChunk, ChatRequest } from '../protocol/chat.ts';
 import type { Completion, CompletionRequest } from '../protocol/completions.ts';
-import type { EmbeddingRequest, EmbeddingResponse } from '../protocol/embeddings.ts';
+import type { EmbeddingAnswer, EmbeddingRequest } from '../protocol/embeddings.ts';
 import type { BackendType } from '../config/schema.ts';
 
 export interface CallContext {
@@ -45,7 +45,8 @@ export interface BaseLLM {
   chatStream?(req: ChatRequest, ctx: CallContext): Promise<AsyncIterable<ChatCompletionChunk>>;
   complete?(req: CompletionRequest, ctx: CallContext): Promise<Completion>;
   completeStream?(req: CompletionRequest, ctx: CallContext): Promise<AsyncIterable<Completion>>;
-  embed?(req: EmbeddingRequest, ctx: CallContext): Promise<EmbeddingResponse>;
+  /** Parsed vectors, or (HTTP backends) the upstream's checked bytes to forward as they are. */
+  embed?(req: EmbeddingRequest, ctx: CallContext): Promise<EmbeddingAnswer>;
   /** Cheap, never a billable call. */
   health?(ctx: CallContext): Promise<BackendHealth>;
   /**

@@ -22,7 +22,7 @@ import { DEFAULT_MAX_RESPONSE_BYTES, type LlamaCppBackendConfig } from '../confi
 import { GatewayError } from '../errors.ts';
 import type { ChatCompletion, ChatCompletionChunk, ChatRequest } from '../protocol/chat.ts';
 import type { Completion, CompletionRequest } from '../protocol/completions.ts';
-import type { EmbeddingRequest, EmbeddingResponse } from '../protocol/embeddings.ts';
+import type { EmbeddingAnswer, EmbeddingRequest, EmbeddingResponse } from '../protocol/embeddings.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { BackendHealth, BaseLLM, CallContext, Capabilities, Capacity } from './base-llm.ts';
 import { fromLlamaStatus, llamaStreamError, poolingNone, type LlamaErrorBody } from './llamacpp-errors.ts';
@@ -80,11 +80,11 @@ class LlamaServerClient extends OpenAICompatibleBackend {
   }
 
   /** Pooling `none` gives one vector per token (a 2-D array): say so instead of "malformed". */
-  protected override checkEmbeddings(res: unknown): EmbeddingResponse {
+  protected override checkEmbeddings(res: unknown, inputs: number): EmbeddingResponse {
     const data = typeof res === 'object' && res !== null ? (res as { data?: unknown }).data : undefined;
     const first = Array.isArray(data) ? (data[0] as { embedding?: unknown } | undefined)?.embedding : undefined;
     if (Array.isArray(first) && first.length > 0 && Array.isArray(first[0])) throw poolingNone(this.backendId);
-    return super.checkEmbeddings(res);
+    return super.checkEmbeddings(res, inputs);
   }
 }
 
@@ -153,7 +153,7 @@ export class LlamaCppBackend implements BaseLLM {
     return this.trackedStream(() => this.client.completeStream(req, ctx));
   }
 
-  embed(req: EmbeddingRequest, ctx: CallContext): Promise<EmbeddingResponse> {
+  embed(req: EmbeddingRequest, ctx: CallContext): Promise<EmbeddingAnswer> {
     // llama-server returns floats (newer versions honour base64 too); the gateway answers in the
     // client's encoding_format whatever comes back.
     return this.tracked(() => this.client.embed(req, ctx));

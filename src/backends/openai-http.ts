@@ -89,6 +89,15 @@ export class OpenAIHttpClient {
     return this.readJson(res, opts.signal);
   }
 
+  /**
+   * POST a JSON body, answer the bytes of the 2xx JSON response as they came (for answers that are
+   * forwarded without being rebuilt; the caller checks them).
+   */
+  async postForBytes(path: string, body: unknown, opts: CallOptions): Promise<Buffer<ArrayBuffer>> {
+    const res = await this.send('POST', path, JSON.stringify(body), 'application/json', opts);
+    return this.readJsonBytes(res, opts.signal);
+  }
+
   /** GET, answer the parsed JSON of the 2xx response. */
   async getJson(path: string, opts: CallOptions): Promise<unknown> {
     const res = await this.send('GET', path, undefined, 'application/json', opts);
@@ -119,6 +128,11 @@ export class OpenAIHttpClient {
   }
 
   private async readJson(res: Response, signal: AbortSignal): Promise<unknown> {
+    return parseJsonBytes(this.o.backend, await this.readJsonBytes(res, signal));
+  }
+
+  /** The body of a 2xx JSON answer, within `maxResponseBytes`. */
+  private async readJsonBytes(res: Response, signal: AbortSignal): Promise<Buffer<ArrayBuffer>> {
     if (res.statusCode < 200 || res.statusCode > 299) throw await this.statusError(res, signal);
     this.checkEncoding(res);
     const type = header(res, 'content-type');
@@ -126,13 +140,9 @@ export class OpenAIHttpClient {
       discard(res.body);
       throw upstreamMalformed(this.o.backend, `expected JSON, got content-type "${redact(type.slice(0, 100), this.o.secrets)}"`);
     }
-    const text = await this.readText(res, this.o.maxResponseBytes, signal);
-    if (text === null) throw responseTooLarge(this.o.backend, this.o.maxResponseBytes);
-    try {
-      return JSON.parse(text) as unknown;
-    } catch {
-      throw upstreamMalformed(this.o.backend, 'invalid JSON');
-    }
+    const bytes = await this.readBytes(res, this.o.maxResponseBytes, signal);
+    if (bytes === null) throw responseTooLarge(this.o.backend, this.o.maxResponseBytes);
+    return bytes;
   }
 
   /** A body in a content coding despite `accept-encoding: identity` cannot be read. */
@@ -146,7 +156,7 @@ export class OpenAIHttpClient {
   private async statusError(res: Response, signal: AbortSignal): Promise<GatewayError> {
     let text = '';
     try {
-      text = (await this.readText(res, MAX_ERROR_BYTES, signal, true)) ?? '';
+      text = (await this.readBytes(res, MAX_ERROR_BYTES, signal, true))?.toString('utf8') ?? '';
     } catch (err) {
       // The status says enough when the body cannot be read; an abort is still an abort.
       if (signal.aborted) throw err;
@@ -178,16 +188,15 @@ export class OpenAIHttpClient {
   }
 
   /**
-   * The body as text; null when it is longer than `limit`, or, with `truncate`, its first `limit`
-   * bytes. Either way the body ends read to its end or destroyed (leaving the for-await early
-   * destroys it).
+   * The body; null when it is longer than `limit`, or, with `truncate`, its first `limit` bytes.
+   * Either way the body ends read to its end or destroyed (leaving the for-await early destroys it).
    */
-  private async readText(res: Response, limit: number, signal: AbortSignal, truncate = false): Promise<string | null> {
+  private async readBytes(res: Response, limit: number, signal: AbortSignal, truncate = false): Promise<Buffer<ArrayBuffer> | null> {
     const body = res.body;
     const length = Number(header(res, 'content-length') ?? Number.NaN);
     try {
       // A known length within the cap: undici's own consumer (the HTTP framing bounds it).
-      if (Number.isFinite(length) && length <= limit) return await body.text();
+      if (Number.isFinite(length) && length <= limit) return Buffer.from(await body.arrayBuffer());
       if (Number.isFinite(length) && !truncate) {
         discard(body);
         return null;
@@ -204,11 +213,20 @@ export class OpenAIHttpClient {
         chunks.push(c);
         n += c.length;
       }
-      return Buffer.concat(chunks, n).toString('utf8');
+      return Buffer.concat(chunks, n);
     } catch (err) {
       if (signal.aborted) throw abortReason(signal);
       throw upstreamUnreachable(this.o.backend, `connection lost (${errorCode(err) ?? redact(err instanceof Error ? err.message : 'read failed', this.o.secrets)})`);
     }
+  }
+}
+
+/** A JSON answer's bytes → its value, or the backend's `upstream_malformed` error. */
+export function parseJsonBytes(backend: string, bytes: Buffer): unknown {
+  try {
+    return JSON.parse(bytes.toString('utf8')) as unknown;
+  } catch {
+    throw upstreamMalformed(backend, 'invalid JSON');
   }
 }
 

@@ -11,9 +11,10 @@ import type { OpenAIBackendConfig } from '../config/schema.ts';
 import type { GatewayError } from '../errors.ts';
 import type { ChatCompletion, ChatCompletionChunk, ChatRequest } from '../protocol/chat.ts';
 import type { Completion, CompletionRequest } from '../protocol/completions.ts';
-import type { Embedding, EmbeddingRequest, EmbeddingResponse } from '../protocol/embeddings.ts';
+import { inputCount, type Embedding, type EmbeddingAnswer, type EmbeddingRequest, type EmbeddingResponse } from '../protocol/embeddings.ts';
 import type { BackendHealth, BaseLLM, CallContext, Capabilities } from './base-llm.ts';
-import { OpenAIHttpClient, type CallOptions, type SseFraming, type StatusErrorInfo } from './openai-http.ts';
+import { sniffEmbeddings } from './embeddings-passthrough.ts';
+import { OpenAIHttpClient, parseJsonBytes, type CallOptions, type SseFraming, type StatusErrorInfo } from './openai-http.ts';
 import { streamErrorEvent } from './openai-sse.ts';
 import { fromUpstreamStatus, upstreamMalformed } from './upstream-errors.ts';
 
@@ -82,11 +83,14 @@ export class OpenAICompatibleBackend implements BaseLLM {
     return (await this.http.postStream('/completions', { ...req, stream: true }, opts(ctx))) as AsyncIterable<Completion>;
   }
 
-  async embed(req: EmbeddingRequest, ctx: CallContext): Promise<EmbeddingResponse> {
-    // Ask upstream for what the client wants and keep what arrives as it came (a base64 string
-    // stays a string); the gateway converts only when the upstream ignored the format.
-    const res = await this.http.postJson('/embeddings', { ...req, encoding_format: req.encoding_format ?? 'float' }, opts(ctx));
-    return this.checkEmbeddings(res);
+  async embed(req: EmbeddingRequest, ctx: CallContext): Promise<EmbeddingAnswer> {
+    // Ask upstream for what the client wants. An answer already in that form is forwarded as its
+    // bytes (checked, not rebuilt: embeddings-passthrough.ts); any other is parsed, and the gateway
+    // converts when the upstream ignored the format.
+    const format = req.encoding_format ?? 'float';
+    const inputs = inputCount(req.input);
+    const bytes = await this.http.postForBytes('/embeddings', { ...req, encoding_format: format }, opts(ctx));
+    return sniffEmbeddings(bytes, format, inputs) ?? this.checkEmbeddings(parseJsonBytes(this.id, bytes), inputs);
   }
 
   async health(ctx: CallContext): Promise<BackendHealth> {
@@ -112,11 +116,12 @@ export class OpenAICompatibleBackend implements BaseLLM {
     return streamErrorEvent(this.id, error, this.secrets);
   }
 
-  protected checkEmbeddings(res: unknown): EmbeddingResponse {
+  protected checkEmbeddings(res: unknown, inputs: number): EmbeddingResponse {
     if (!res || typeof res !== 'object' || !Array.isArray((res as { data?: unknown }).data)) {
       throw upstreamMalformed(this.id, 'no "data" array');
     }
     const r = res as { data: unknown[]; model?: unknown; usage?: { prompt_tokens?: unknown; total_tokens?: unknown } };
+    if (r.data.length !== inputs) throw upstreamMalformed(this.id, `${r.data.length} embeddings for ${inputs} inputs`);
     const data: Embedding[] = r.data.map((d, i) => {
       const e = d as { embedding?: unknown; index?: unknown } | null;
       const v = e?.embedding;

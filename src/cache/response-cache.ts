@@ -4,6 +4,7 @@
  * (replayed as SSE on a hit). Errors are never stored; answers over `max_entry_bytes` are skipped.
  */
 import type { CacheConfig } from '../config/schema.ts';
+import { RawEmbeddingResponse } from '../protocol/embeddings.ts';
 import type { StateStore } from '../state/store.ts';
 
 export interface EntryMeta {
@@ -45,6 +46,12 @@ export class ResponseCache {
 
   /** Stores a JSON answer (serialised now, so later changes to `body` do not leak in). */
   putJson(key: string, meta: Omit<EntryMeta, 'at'>, body: unknown): void {
+    if (body instanceof RawEmbeddingResponse) {
+      // checked upstream JSON: spliced in as it came instead of parsed and printed again
+      const head = JSON.stringify({ kind: 'json', at: this.now(), backend: meta.backend, model: meta.model });
+      this.write(key, `${head.slice(0, -1)},"body":${body.bytes.toString('utf8')}}`);
+      return;
+    }
     this.write(key, JSON.stringify({ kind: 'json', at: this.now(), backend: meta.backend, model: meta.model, body }));
   }
 

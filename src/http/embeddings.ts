@@ -1,5 +1,5 @@
 import type { Context } from 'hono';
-import { embeddingRequestSchema } from '../protocol/embeddings.ts';
+import { embeddingRequestSchema, RawEmbeddingResponse } from '../protocol/embeddings.ts';
 import { parseRequest } from '../protocol/validate.ts';
 import type { Deps } from '../deps.ts';
 import { readJsonBody } from './body.ts';
@@ -15,6 +15,10 @@ export function embeddingsHandler(deps: Deps) {
     const r = await deps.gateway.embed(req, requestInfo(c));
     markRouted(c, r);
     markUsage(c, r.result.usage);
+    if (r.result instanceof RawEmbeddingResponse) {
+      c.header('content-type', 'application/json');
+      return c.body(r.result.bytes, 200);
+    }
     return json(c, 200, r.result);
   };
 }

@@ -39,6 +39,21 @@ export interface EmbeddingResponse {
   usage: { prompt_tokens: number; total_tokens: number };
 }
 
+/**
+ * An upstream's answer forwarded as the bytes it sent, already in the format asked for and checked
+ * (backends/embeddings-passthrough.ts); `usage` and `model` were read from it.
+ */
+export class RawEmbeddingResponse {
+  constructor(
+    readonly bytes: Buffer<ArrayBuffer>,
+    readonly model: string,
+    readonly usage: { prompt_tokens: number; total_tokens: number },
+  ) {}
+}
+
+/** What a backend answers: parsed vectors, or checked upstream bytes to forward as they are. */
+export type EmbeddingAnswer = EmbeddingResponse | RawEmbeddingResponse;
+
 /** Number of inputs in a request (a flat token array is one input). */
 export function inputCount(input: EmbeddingRequest['input']): number {
   if (typeof input === 'string') return 1;

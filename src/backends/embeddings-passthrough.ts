@@ -1,0 +1,127 @@
+/**
+ * Forwarding an upstream's embeddings answer as the bytes it sent, when they already are what the
+ * gateway would send: parsing 16 × 1536 floats and printing them again cost about 6 ms of CPU per
+ * request (a bare proxy spends under 1 ms on the whole request), so this is what makes embeddings
+ * through the gateway cost about what they cost through a plain proxy.
+ *
+ * The answer is checked without building the vectors. Every `"embedding": [...]` (or `"…"`) value
+ * is cut out and replaced by its ordinal, and the small remaining skeleton is parsed as JSON: so
+ * everything outside the vectors is fully validated (object/list markers, one item per input, in
+ * index order, numeric usage). The vectors themselves are checked for their delimiters: a float
+ * array holds no string, object or nested array, a base64 string has no escapes and every one has
+ * the same length and the base64 alphabet. The first float array is also checked against the JSON
+ * number grammar, so an upstream that writes NaN or garbage is caught. What is not checked is the
+ * number grammar inside the other arrays (a stray `1..2` in vector 7 would reach the client as
+ * the upstream sent it); checking it costs as much as the whole request through a bare proxy.
+ *
+ * Anything unexpected (another format than asked, unsorted items, missing usage, nested arrays, …)
+ * answers undefined, and the caller takes the full parse-and-normalise path, which converts,
+ * sorts or reports the precise problem.
+ */
+import { RawEmbeddingResponse } from '../protocol/embeddings.ts';
+
+const KEY = Buffer.from('"embedding"');
+const QUOTE = 0x22;
+const OPEN = 0x5b;
+const CLOSE = 0x5d;
+const BRACE_OPEN = 0x7b;
+const BRACE_CLOSE = 0x7d;
+const BACKSLASH = 0x5c;
+const COLON = 0x3a;
+
+/** One JSON number, then `, number` any number of times (the inside of a float array). */
+const NUMBERS = /^\s*-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?\s*(?:,\s*-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?\s*)*$/;
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
+function isWs(c: number | undefined): boolean {
+  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+}
+
+function skipWs(b: Buffer, i: number): number {
+  while (i < b.length && isWs(b[i])) i++;
+  return i;
+}
+
+/** Whether `b[from, to)` contains byte `c` (a native memchr, not a JS loop). */
+function has(b: Buffer, c: number, from: number, to: number): boolean {
+  const i = b.indexOf(c, from);
+  return i >= 0 && i < to;
+}
+
+interface Skeleton {
+  object?: unknown;
+  model?: unknown;
+  data?: unknown;
+  usage?: { prompt_tokens?: unknown; total_tokens?: unknown } | null;
+}
+
+/**
+ * The answer as a RawEmbeddingResponse when `bytes` is a well-formed embeddings list of `inputs`
+ * vectors in `format`, in order; otherwise undefined (take the full path).
+ */
+export function sniffEmbeddings(bytes: Buffer<ArrayBuffer>, format: 'float' | 'base64', inputs: number): RawEmbeddingResponse | undefined {
+  const parts: Buffer[] = [];
+  let copied = 0;
+  let pos = 0;
+  let n = 0;
+  let b64Length = -1;
+  for (;;) {
+    const k = bytes.indexOf(KEY, pos);
+    if (k < 0) break;
+    const colon = skipWs(bytes, k + KEY.length);
+    // `"object":"embedding"` also matches: only a key (followed by a colon) starts a vector
+    if (bytes[colon] !== COLON) {
+      pos = k + KEY.length;
+      continue;
+    }
+    const start = skipWs(bytes, colon + 1);
+    let end: number;
+    if (format === 'float') {
+      if (bytes[start] !== OPEN) return undefined;
+      end = bytes.indexOf(CLOSE, start + 1);
+      if (end < 0) return undefined;
+      if (has(bytes, OPEN, start + 1, end) || has(bytes, QUOTE, start + 1, end) || has(bytes, BRACE_OPEN, start + 1, end) || has(bytes, BRACE_CLOSE, start + 1, end)) {
+        return undefined;
+      }
+      if (n === 0 && !NUMBERS.test(bytes.toString('latin1', start + 1, end))) return undefined;
+    } else {
+      if (bytes[start] !== QUOTE) return undefined;
+      end = bytes.indexOf(QUOTE, start + 1);
+      if (end < 0 || has(bytes, BACKSLASH, start + 1, end)) return undefined;
+      const len = end - start - 1;
+      // one request's vectors share a dimension; 4 base64 chars per 3 bytes, 4 bytes per float32
+      if (b64Length === -1) {
+        if (len % 4 !== 0 || len === 0 || !BASE64.test(bytes.toString('latin1', start + 1, end)) || Buffer.byteLength(bytes.toString('latin1', start + 1, end), 'base64') % 4 !== 0) {
+          return undefined;
+        }
+        b64Length = len;
+      } else if (len !== b64Length) {
+        return undefined;
+      }
+    }
+    parts.push(bytes.subarray(copied, start), Buffer.from(String(n)));
+    copied = end + 1;
+    pos = end + 1;
+    n++;
+  }
+  if (n !== inputs) return undefined;
+  parts.push(bytes.subarray(copied));
+  let sk: Skeleton;
+  try {
+    sk = JSON.parse(Buffer.concat(parts).toString('utf8')) as Skeleton;
+  } catch {
+    return undefined;
+  }
+  if (typeof sk !== 'object' || sk === null || Array.isArray(sk) || sk.object !== 'list' || !Array.isArray(sk.data) || sk.data.length !== n) return undefined;
+  for (let i = 0; i < n; i++) {
+    const d = sk.data[i] as { object?: unknown; index?: unknown; embedding?: unknown } | null;
+    if (typeof d !== 'object' || d === null || d.object !== 'embedding' || d.index !== i || d.embedding !== i) return undefined;
+  }
+  const u = sk.usage;
+  if (typeof u !== 'object' || u === null || !isCount(u.prompt_tokens) || !isCount(u.total_tokens)) return undefined;
+  return new RawEmbeddingResponse(bytes, typeof sk.model === 'string' ? sk.model : '', { prompt_tokens: u.prompt_tokens, total_tokens: u.total_tokens });
+}
+
+function isCount(v: unknown): v is number {
+  return typeof v === 'number' && Number.isInteger(v) && v >= 0;
+}
