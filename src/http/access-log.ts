@@ -23,6 +23,7 @@ export function accessLog(deps: Deps): MiddlewareHandler<AppEnv> {
     c.set('requestId', requestId);
     const log: RequestLog = { route: 'unmatched', startedAt };
     c.set('log', log);
+    c.set('out', {});
     const outgoing = (c.env as AppEnv['Bindings'] | undefined)?.outgoing;
     let counted = false;
     const track = (): void => {
@@ -32,7 +33,7 @@ export function accessLog(deps: Deps): MiddlewareHandler<AppEnv> {
     };
     const finish = (): void => {
       const latency = performance.now() - startedAt;
-      const status = c.res.status;
+      const status = outgoing ? outgoing.statusCode : c.res.status;
       if (log.costUsd === undefined && log.promptTokens !== undefined) log.costUsd = costUsd({ prompt_tokens: log.promptTokens, completion_tokens: log.completionTokens }, log.price);
       deps.logger.info('request', {
         request_id: requestId,
@@ -71,7 +72,8 @@ export function accessLog(deps: Deps): MiddlewareHandler<AppEnv> {
     c.set('trackInFlight', track);
     if (outgoing) outgoing.once('close', finish);
     await next();
-    c.res.headers.set('x-request-id', requestId);
+    // answers written by direct.ts carry it already
+    if (!outgoing?.headersSent) c.res.headers.set('x-request-id', requestId);
     if (!outgoing) finish();
   };
 }

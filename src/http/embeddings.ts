@@ -3,7 +3,8 @@ import { embeddingRequestSchema, RawEmbeddingResponse } from '../protocol/embedd
 import { parseRequest } from '../protocol/validate.ts';
 import type { Deps } from '../deps.ts';
 import { readJsonBody } from './body.ts';
-import { json, markRouted, markUsage, requestInfo } from './respond.ts';
+import { sendBody, sendJson } from './direct.ts';
+import { markRouted, markUsage, requestInfo } from './respond.ts';
 import type { AppEnv } from './types.ts';
 
 export function embeddingsHandler(deps: Deps) {
@@ -15,10 +16,7 @@ export function embeddingsHandler(deps: Deps) {
     const r = await deps.gateway.embed(req, requestInfo(c));
     markRouted(c, r);
     markUsage(c, r.result.usage);
-    if (r.result instanceof RawEmbeddingResponse) {
-      c.header('content-type', 'application/json');
-      return c.body(r.result.bytes, 200);
-    }
-    return json(c, 200, r.result);
+    if (r.result instanceof RawEmbeddingResponse) return sendBody(c, 200, 'application/json', r.result.bytes);
+    return sendJson(c, 200, r.result);
   };
 }

@@ -12,8 +12,9 @@ import type { Routed } from '../router/router.ts';
 import { costUsd } from '../telemetry/cost.ts';
 import type { TokenUsage } from '../telemetry/cost.ts';
 import { readJsonBody } from './body.ts';
-import { json, markRouted, markUsage, requestInfo } from './respond.ts';
-import { SSE_HEADERS, sseBody } from './sse.ts';
+import { alreadySent, answerHeaders, nodeResponse, sendJson } from './direct.ts';
+import { markRouted, markUsage, requestInfo } from './respond.ts';
+import { writeSse } from './sse.ts';
 import type { AppEnv } from './types.ts';
 
 export interface Generation<Req, Full, Chunk> {
@@ -35,8 +36,11 @@ export function generationHandler<Req extends { model: string; stream?: boolean 
     if (req.stream) {
       const s = await g.stream(deps, req, requestInfo(c));
       markRouted(c, s);
-      for (const [k, v] of Object.entries(SSE_HEADERS)) c.header(k, v);
-      const stream = sseBody(
+      const res = nodeResponse(c);
+      if (!res) throw new Error('streaming answers need @hono/node-server');
+      writeSse(
+        res,
+        answerHeaders(c),
         s.result,
         (err) => {
           const u = log.cache === 'hit' ? undefined : s.usage.value;
@@ -49,11 +53,11 @@ export function generationHandler<Req extends { model: string; stream?: boolean 
           log.ttftMs = performance.now() - log.startedAt;
         },
       );
-      return c.body(stream, 200);
+      return alreadySent();
     }
     const r = await g.once(deps, req, requestInfo(c));
     markRouted(c, r);
     markUsage(c, r.result.usage);
-    return json(c, 200, r.result);
+    return sendJson(c, 200, r.result);
   };
 }

@@ -12,16 +12,17 @@ export function json(c: Context<AppEnv>, status: number, body: unknown): Respons
   return c.body(JSON.stringify(body), status as 200);
 }
 
-/** Who served the request (and the key's limits, the cache outcome), on the response and in the request log. */
+/** Who served the request (and the key's limits, the cache outcome), for the answer's headers (direct.ts) and the request log. */
 export function markRouted<T>(c: Context<AppEnv>, r: Routed<T> | Answer<T>): void {
   const served = 'served' in r ? r.served : undefined;
+  const out = c.get('out');
   if (served) {
-    for (const [k, v] of Object.entries(served.headers)) c.header(k, v);
+    for (const k in served.headers) out[k] = served.headers[k] as string;
     if (served.cache) c.get('log').cache = served.cache;
   }
-  c.header('x-switchyard-backend', r.target.backend);
-  c.header('x-switchyard-model', r.target.model);
-  c.header('x-switchyard-attempts', String(r.attempts));
+  out['x-switchyard-backend'] = r.target.backend;
+  out['x-switchyard-model'] = r.target.model;
+  out['x-switchyard-attempts'] = String(r.attempts);
   const log = c.get('log');
   log.backend = r.target.backend;
   log.upstreamModel = r.target.model;
@@ -34,10 +35,11 @@ export function markRouted<T>(c: Context<AppEnv>, r: Routed<T> | Answer<T>): voi
 /** Tokens and cost of a finished (non-streaming) answer: into the log and `x-switchyard-cost-usd`. */
 export function markUsage(c: Context<AppEnv>, usage: TokenUsage | null | undefined): void {
   const log = c.get('log');
+  const out = c.get('out');
   if (log.cache === 'hit') {
     // Served from the cache (or from another request's upstream call): nothing was spent.
     log.costUsd = 0;
-    c.header('x-switchyard-cost-usd', '0.0');
+    out['x-switchyard-cost-usd'] = '0.0';
     return;
   }
   if (!usage) return;
@@ -46,9 +48,9 @@ export function markUsage(c: Context<AppEnv>, usage: TokenUsage | null | undefin
   const cost = costUsd(usage, log.price);
   if (cost !== undefined) {
     log.costUsd = cost;
-    c.header('x-switchyard-cost-usd', formatUsd(cost));
+    out['x-switchyard-cost-usd'] = formatUsd(cost);
   } else {
-    c.header('x-switchyard-cost-usd', 'unknown');
+    out['x-switchyard-cost-usd'] = 'unknown';
   }
 }
 

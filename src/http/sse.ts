@@ -1,82 +1,105 @@
 /**
- * The only writer of "data: " lines. Turns an async iterable of chunks into a Server-Sent Events
- * body, pulled one chunk at a time (so a slow client slows the upstream read instead of growing a
- * buffer). A failure after the commit point becomes a final `data: {"error":…}` event — which the
- * OpenAI SDKs raise as an APIError — and the stream ends without `[DONE]`, so the loss is visible.
- * A client that goes away cancels the iterator, which aborts the upstream request.
+ * The only writer of "data: " lines. Writes an async iterable of chunks to the client as Server-Sent
+ * Events, straight to Node's ServerResponse, pulling the next chunk only once the last one was
+ * accepted (so a slow client slows the upstream read instead of growing a buffer). Chunks that are
+ * ready together (parsed from one upstream read) leave in one write: the socket is corked while
+ * they are written and uncorked on the next tick, which adds no wait. A failure after the commit
+ * point becomes a final `data: {"error":…}` event — which the OpenAI SDKs raise as an APIError —
+ * and the stream ends without `[DONE]`, so the loss is visible. A client that goes away stops the
+ * pull and returns the iterator; the upstream request is aborted through the request's signal.
  */
+import type { ServerResponse } from 'node:http';
 import { clientClosed } from '../backends/upstream-errors.ts';
 import { asGatewayError, toOpenAIError, type GatewayError } from '../errors.ts';
 
-const enc = new TextEncoder();
-const DONE = enc.encode('data: [DONE]\n\n');
+const DONE = 'data: [DONE]\n\n';
 
-export const SSE_HEADERS: Record<string, string> = {
+export const SSE_HEADERS: Readonly<Record<string, string>> = {
   'content-type': 'text/event-stream; charset=utf-8',
   'cache-control': 'no-cache, no-transform',
   'x-accel-buffering': 'no',
 };
 
-export function sseEvent(data: unknown): Uint8Array {
-  return enc.encode(`data: ${JSON.stringify(data)}\n\n`);
+export function sseEvent(data: unknown): string {
+  return `data: ${JSON.stringify(data)}\n\n`;
 }
 
-/** `onEnd` is called exactly once: with null after [DONE], or with the error that ended the stream. */
-export function sseBody<T>(
+/**
+ * Sends the head (200, SSE_HEADERS plus `headers`) and then every chunk of `src`. `onEnd` is called
+ * exactly once: with null after [DONE], or with the error that ended the stream (a client that went
+ * away: 499 client_closed). `onFirstChunk` when the first chunk was handed to the socket.
+ */
+export function writeSse<T>(
+  res: ServerResponse,
+  headers: Record<string, string>,
   src: AsyncIterable<T>,
   onEnd: (err: GatewayError | null) => void,
   onFirstChunk?: () => void,
-): ReadableStream<Uint8Array> {
-  let first = onFirstChunk;
-  let it: AsyncIterator<T> | undefined;
+): void {
+  res.writeHead(200, { ...headers, ...SSE_HEADERS });
+  const it = src[Symbol.asyncIterator]();
   let ended = false;
   const end = (err: GatewayError | null): void => {
     if (ended) return;
     ended = true;
     onEnd(err);
   };
-  return new ReadableStream<Uint8Array>(
-    {
-      start() {
-        it = src[Symbol.asyncIterator]();
-      },
-      async pull(controller) {
-        if (!it) return;
-        try {
-          const r = await it.next();
-          if (r.done) {
-            controller.enqueue(DONE);
-            controller.close();
-            end(null);
-            return;
-          }
-          controller.enqueue(sseEvent(r.value));
-          if (first) {
-            first();
-            first = undefined;
-          }
-        } catch (err) {
-          const e = asGatewayError(err);
-          if (e.status !== 499) {
-            try {
-              controller.enqueue(sseEvent(toOpenAIError(e)));
-            } catch {
-              // the client is already gone
-            }
-          }
-          try {
-            controller.close();
-          } catch {
-            // already closed or cancelled
-          }
-          end(e);
+  let gone = false;
+  let wake: (() => void) | undefined;
+  const onClose = (): void => {
+    if (res.writableFinished) return;
+    gone = true;
+    end(clientClosed());
+    wake?.();
+    void it.return?.(undefined)?.catch(() => {});
+  };
+  res.once('close', onClose);
+  let corked = false;
+  const uncork = (): void => {
+    corked = false;
+    res.uncork();
+  };
+  const write = (s: string): boolean => {
+    if (!corked) {
+      corked = true;
+      res.cork();
+      process.nextTick(uncork);
+    }
+    return res.write(s);
+  };
+  const drained = (): Promise<void> =>
+    new Promise<void>((resolve) => {
+      wake = resolve;
+      res.once('drain', resolve);
+    }).finally(() => {
+      wake = undefined;
+    });
+
+  void (async () => {
+    let first = onFirstChunk;
+    try {
+      for (;;) {
+        const r = await it.next();
+        if (gone) return;
+        if (r.done) {
+          res.end(DONE);
+          end(null);
+          return;
         }
-      },
-      async cancel() {
-        end(clientClosed());
-        await it?.return?.(undefined);
-      },
-    },
-    { highWaterMark: 1 },
-  );
+        const ok = write(sseEvent(r.value));
+        if (first) {
+          first();
+          first = undefined;
+        }
+        if (!ok) await drained();
+        if (gone) return;
+      }
+    } catch (err) {
+      if (gone) return;
+      const e = asGatewayError(err);
+      if (e.status !== 499) write(sseEvent(toOpenAIError(e)));
+      res.end();
+      end(e);
+    }
+  })();
 }

@@ -33,6 +33,8 @@ export interface AppEnv {
     log: RequestLog;
     /** counts the request in the in-flight gauge (called once its route is known) */
     trackInFlight: () => void;
+    /** headers for the answer, collected as the route learns them (written by direct.ts) */
+    out: Record<string, string>;
     /** size of the request body as received */
     bodyBytes: number | undefined;
   };
