@@ -2,7 +2,7 @@
  * AnthropicBackend.mapError: every Anthropic status and error type → the GatewayError clients get
  * (status, OpenAI type, code, retryable for the router, retry-after), with the key never shown.
  */
-import { after, describe, test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
 import { anthropicBackendSchema } from '../config/schema.ts';
@@ -11,6 +11,8 @@ import { AnthropicBackend, normalizeBaseURL } from './anthropic.ts';
 
 const KEY = 'sk-ant-api03-unit-test-secret';
 const backend = new AnthropicBackend('claude', anthropicBackendSchema.parse({ type: 'anthropic', api_key: KEY }));
+// the SDK is imported when the backend loads
+before(() => backend.load());
 after(() => backend.close());
 
 function mapped(status: number | undefined, type: string, message: string, headers: Record<string, string> = {}): GatewayError {

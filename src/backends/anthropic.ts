@@ -5,8 +5,11 @@
  * would record prompts) and one pooled keep-alive undici dispatcher per backend. The translation
  * itself lives in pure functions: anthropic-translate.ts (requests), anthropic-response.ts
  * (responses, usage) and anthropic-stream.ts (stream events → chunks).
+ *
+ * The SDK is imported when the backend loads, not with the gateway: it adds about 35 MB of
+ * resident memory, which a gateway without an anthropic backend should not carry.
  */
-import Anthropic from '@anthropic-ai/sdk';
+import type Anthropic from '@anthropic-ai/sdk';
 import type { MessageCreateParamsNonStreaming, MessageCreateParamsStreaming } from '@anthropic-ai/sdk/resources/messages';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { DEFAULT_ANTHROPIC_VERSION, type AnthropicBackendConfig } from '../config/schema.ts';
@@ -33,7 +36,10 @@ export class AnthropicBackend implements BaseLLM {
   readonly type = 'anthropic' as const;
   /** Anthropic has no embeddings or legacy completions API: the router answers 400 model_not_supported. */
   readonly capabilities: Capabilities = { chat: true, embeddings: false, completions: false };
-  private readonly client: Anthropic;
+  private readonly clientOptions: ClientOptions;
+  private loading: Promise<Anthropic> | undefined;
+  /** the SDK's class (and its error classes), once loaded */
+  private sdk: typeof Anthropic | undefined;
   private readonly dispatcher: Agent;
   private readonly secrets: string[];
   private readonly version: string;
@@ -58,7 +64,7 @@ export class AnthropicBackend implements BaseLLM {
     this.version = versionHeader ?? cfg.anthropic_version ?? DEFAULT_ANTHROPIC_VERSION;
     this.secrets = [cfg.api_key, ...Object.values(extra)].filter((s) => s.length >= 8);
     const apiKey = cfg.api_key || 'unconfigured'; // an unconfigured backend is never called
-    this.client = new Anthropic({
+    this.clientOptions = {
       // A key given here keeps the SDK from looking for credentials in the environment or on disk.
       apiKey,
       authToken: null,
@@ -72,12 +78,25 @@ export class AnthropicBackend implements BaseLLM {
       fetchOptions: { dispatcher: this.dispatcher } as unknown as ClientOptions['fetchOptions'],
       logLevel: 'off',
       openTelemetry: false,
+    };
+  }
+
+  /** Imports the SDK and builds the client (once); /ready waits for it. */
+  async load(): Promise<void> {
+    await this.client();
+  }
+
+  private client(): Promise<Anthropic> {
+    this.loading ??= import('@anthropic-ai/sdk').then((m) => {
+      this.sdk = m.default;
+      return new m.default(this.clientOptions);
     });
+    return this.loading;
   }
 
   async chat(req: ChatRequest, ctx: CallContext): Promise<ChatCompletion> {
     const params = this.translate(req, ctx) as unknown as MessageCreateParamsNonStreaming;
-    const res: unknown = await this.call(() => this.client.messages.create(params, this.opts(ctx)));
+    const res: unknown = await this.call(async () => (await this.client()).messages.create(params, this.opts(ctx)));
     const parsed = anthropicMessageSchema.safeParse(res);
     if (!parsed.success) throw upstreamMalformed(this.id, 'not a Messages API message');
     return toChatCompletion(parsed.data, Math.floor(Date.now() / 1000));
@@ -85,14 +104,14 @@ export class AnthropicBackend implements BaseLLM {
 
   async chatStream(req: ChatRequest, ctx: CallContext): Promise<AsyncIterable<ChatCompletionChunk>> {
     const params = { ...this.translate(req, ctx), stream: true } as unknown as MessageCreateParamsStreaming;
-    const events = await this.call(() => this.client.messages.create(params, this.opts(ctx)));
+    const events = await this.call(async () => (await this.client()).messages.create(params, this.opts(ctx)));
     const chunks = toChatChunks(events, { backend: this.id, secrets: this.secrets, includeUsage: req.stream_options?.include_usage === true });
     return this.mapStream(chunks);
   }
 
   async health(ctx: CallContext): Promise<BackendHealth> {
     try {
-      await this.call(() => this.client.models.list({ limit: 1 }, this.opts(ctx)));
+      await this.call(async () => (await this.client()).models.list({ limit: 1 }, this.opts(ctx)));
       return { ok: true, ready: true };
     } catch (err) {
       return { ok: false, ready: false, detail: err instanceof Error ? err.message : 'unreachable' };
@@ -142,34 +161,38 @@ export class AnthropicBackend implements BaseLLM {
   /** SDK errors → GatewayError. Aborts are rethrown as they are: the router knows why it aborted. */
   mapError(err: unknown): unknown {
     if (err instanceof GatewayError) return err;
-    if (err instanceof Anthropic.APIUserAbortError) return err;
-    if (err instanceof Anthropic.APIConnectionTimeoutError) return upstreamUnreachable(this.id, 'connection timed out');
-    if (err instanceof Anthropic.APIConnectionError) {
-      const cause = err.cause instanceof Error ? (err.cause.cause instanceof Error ? err.cause.cause : err.cause) : undefined;
-      const code = cause && 'code' in cause && typeof cause.code === 'string' ? cause.code : undefined;
-      return upstreamUnreachable(this.id, code ?? redact(cause?.message ?? 'connection failed', this.secrets));
-    }
-    if (err instanceof Anthropic.APIError) {
-      // An `error` event inside the SSE stream has no HTTP status.
-      if (err.status === undefined) return streamError(this.id, err.type, err.apiMessage, this.secrets);
-      const message = err.apiMessage ?? undefined;
-      if (err.status === 402 || err.type === 'billing_error') {
-        // The gateway's Anthropic account cannot pay: not the client's fault; another target may serve.
-        const e = new GatewayError(
-          `Backend "${this.id}" refused the request for billing reasons (upstream status ${err.status}${message ? `: ${redact(message, this.secrets)}` : ''}).`,
-          { status: 502, type: 'upstream_error', code: 'upstream_auth_failed', retryable: true },
-        );
-        e.backend = this.id;
-        return e;
+    // (before the SDK loaded, no error can be one of its classes)
+    const Anthropic = this.sdk;
+    if (Anthropic) {
+      if (err instanceof Anthropic.APIUserAbortError) return err;
+      if (err instanceof Anthropic.APIConnectionTimeoutError) return upstreamUnreachable(this.id, 'connection timed out');
+      if (err instanceof Anthropic.APIConnectionError) {
+        const cause = err.cause instanceof Error ? (err.cause.cause instanceof Error ? err.cause.cause : err.cause) : undefined;
+        const code = cause && 'code' in cause && typeof cause.code === 'string' ? cause.code : undefined;
+        return upstreamUnreachable(this.id, code ?? redact(cause?.message ?? 'connection failed', this.secrets));
       }
-      const code = err.errorCode ?? (err.status === 400 && message && /prompt is too long/i.test(message) ? 'context_length_exceeded' : null);
-      return fromUpstreamStatus({
-        backend: this.id,
-        status: err.status,
-        error: { message, type: err.type ?? undefined, code },
-        retryAfter: err.headers ? retryAfterSeconds((n) => err.headers?.get(n)) : undefined,
-        secrets: this.secrets,
-      });
+      if (err instanceof Anthropic.APIError) {
+        // An `error` event inside the SSE stream has no HTTP status.
+        if (err.status === undefined) return streamError(this.id, err.type, err.apiMessage, this.secrets);
+        const message = err.apiMessage ?? undefined;
+        if (err.status === 402 || err.type === 'billing_error') {
+          // The gateway's Anthropic account cannot pay: not the client's fault; another target may serve.
+          const e = new GatewayError(
+            `Backend "${this.id}" refused the request for billing reasons (upstream status ${err.status}${message ? `: ${redact(message, this.secrets)}` : ''}).`,
+            { status: 502, type: 'upstream_error', code: 'upstream_auth_failed', retryable: true },
+          );
+          e.backend = this.id;
+          return e;
+        }
+        const code = err.errorCode ?? (err.status === 400 && message && /prompt is too long/i.test(message) ? 'context_length_exceeded' : null);
+        return fromUpstreamStatus({
+          backend: this.id,
+          status: err.status,
+          error: { message, type: err.type ?? undefined, code },
+          retryAfter: err.headers ? retryAfterSeconds((n) => err.headers?.get(n)) : undefined,
+          secrets: this.secrets,
+        });
+      }
     }
     if (err instanceof SyntaxError) return upstreamMalformed(this.id, 'invalid JSON');
     if (err instanceof Error && (err.name === 'AbortError' || err.name === 'TimeoutError')) return err;

@@ -9,9 +9,13 @@
  *                   its limits alone, so a fleet of N admits up to N× a key's limit meanwhile);
  *   closed          requests of keys with limits get 503 `state_unavailable`, nothing is cached.
  * The client reconnects by itself; once Redis answers again the store logs it and uses it again.
+ *
+ * ioredis is loaded when a Redis store is built, not with the gateway (about 10 MB of resident
+ * memory a gateway on the memory store does not need).
  */
 import { createHash, randomUUID } from 'node:crypto';
-import { Redis } from 'ioredis';
+import { createRequire } from 'node:module';
+import type { Redis } from 'ioredis';
 import { GatewayError } from '../errors.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { MemoryStore } from './memory.ts';
@@ -81,7 +85,8 @@ export class RedisStore implements StateStore {
 
   constructor(private readonly opts: RedisStoreOptions) {
     this.local = new MemoryStore({ maxEntries: opts.maxEntries, maxBytes: opts.maxBytes, local: true });
-    this.redis = new Redis(opts.url, {
+    const { Redis: Client } = createRequire(import.meta.url)('ioredis') as typeof import('ioredis');
+    this.redis = new Client(opts.url, {
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
       commandTimeout: opts.commandTimeoutMs,
