@@ -4,6 +4,7 @@
  * once however the stream stops, and replay of cached chunks.
  */
 import type { Chunk, Usage } from './pipeline.ts';
+import { droppedUsageNull } from './protocol/event-text.ts';
 
 /** Drops the usage chunk (and `usage: null` fields) the client did not ask for; records usage. */
 export async function* shapeUsage<T extends Chunk>(src: AsyncIterable<T>, clientWantsUsage: boolean, sink: { value: Usage | undefined }): AsyncGenerator<T> {
@@ -14,7 +15,10 @@ export async function* shapeUsage<T extends Chunk>(src: AsyncIterable<T>, client
       continue;
     }
     if (chunk.usage && chunk.choices.length === 0) continue;
-    if ('usage' in chunk) delete chunk.usage;
+    if ('usage' in chunk) {
+      delete chunk.usage;
+      droppedUsageNull(chunk);
+    }
     yield chunk;
   }
 }

@@ -7,6 +7,7 @@ import { StringDecoder } from 'node:string_decoder';
 import { createParser, type EventSourceParser, type ParseError } from 'eventsource-parser';
 import type { Dispatcher } from 'undici';
 import { GatewayError } from '../errors.ts';
+import { keepText } from '../protocol/event-text.ts';
 import type { OpenAIHttpOptions } from './openai-http.ts';
 import { redact, upstreamMalformed } from './upstream-errors.ts';
 
@@ -136,7 +137,7 @@ export class SseIterator implements AsyncIterableIterator<unknown> {
       this.fail((this.o.streamError ?? ((e: unknown) => streamErrorEvent(this.o.backend, e, this.o.secrets)))(error));
       return;
     }
-    this.ready.push(value);
+    this.ready.push(keepText(value, data));
   }
 
   private fail(err: unknown): void {

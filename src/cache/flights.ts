@@ -11,6 +11,7 @@
  * serialised chunks; every subscriber replays the log from the start and then follows it live, so a
  * late joiner gets the chunks so far, then the rest. The same log becomes the cache entry.
  */
+import { jsonText, keepText } from '../protocol/event-text.ts';
 
 export class Flight<R> {
   private readonly controller = new AbortController();
@@ -92,7 +93,7 @@ export class StreamTap {
   private waiters: Array<() => void> = [];
 
   push(chunk: unknown): void {
-    const s = JSON.stringify(chunk);
+    const s = jsonText(chunk);
     this.chunks.push(s);
     this.bytes += s.length;
     this.wake();
@@ -133,7 +134,7 @@ export class StreamTap {
       const s = this.chunks[i];
       if (s !== undefined) {
         i++;
-        return Promise.resolve({ done: false, value: JSON.parse(s) as C });
+        return Promise.resolve({ done: false, value: keepText(JSON.parse(s) as C, s) });
       }
       if (this.done) {
         close();

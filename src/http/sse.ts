@@ -11,6 +11,7 @@
 import type { ServerResponse } from 'node:http';
 import { clientClosed } from '../backends/upstream-errors.ts';
 import { asGatewayError, toOpenAIError, type GatewayError } from '../errors.ts';
+import { jsonText } from '../protocol/event-text.ts';
 
 const DONE = 'data: [DONE]\n\n';
 
@@ -21,7 +22,7 @@ export const SSE_HEADERS: Readonly<Record<string, string>> = {
 };
 
 export function sseEvent(data: unknown): string {
-  return `data: ${JSON.stringify(data)}\n\n`;
+  return `data: ${jsonText(data)}\n\n`;
 }
 
 /**

@@ -1,0 +1,45 @@
+/**
+ * The JSON text a stream chunk was parsed from, remembered beside it so the SSE writer can forward
+ * that text instead of printing the object again (one JSON.stringify per chunk less on the hot
+ * path). Only objects nobody changed since they were parsed keep a text: whoever changes a chunk
+ * must update or drop its text (pipeline-streams.ts does, when it removes `usage`). Texts with a
+ * line break are never kept, since they could not be one `data:` line.
+ */
+const texts = new WeakMap<object, string>();
+
+/** Remembers `text` as the JSON of `value` (which was just parsed from it; primitives are not kept). */
+export function keepText<T>(value: T, text: string): T {
+  if (typeof value === 'object' && value !== null && text.indexOf('\n') < 0 && text.indexOf('\r') < 0) texts.set(value, text);
+  return value;
+}
+
+/** The JSON text of `value`: the one it was parsed from when it is unchanged, else printed now. */
+export function jsonText(value: unknown): string {
+  if (typeof value === 'object' && value !== null) {
+    const t = texts.get(value);
+    if (t !== undefined) return t;
+  }
+  return JSON.stringify(value);
+}
+
+const USAGE_KEY = '"usage"';
+const USAGE_NULL = '"usage":null';
+
+/**
+ * After `delete chunk.usage` on a chunk whose `usage` was null: its text without that member, when
+ * that can be done safely — the text holds `"usage"` exactly once (so it is the top-level key)
+ * and written as `"usage":null`; else the text is dropped and the chunk will be printed.
+ */
+export function droppedUsageNull(value: object): void {
+  const t = texts.get(value);
+  if (t === undefined) return;
+  const i = t.indexOf(USAGE_KEY);
+  if (i < 0 || t.indexOf(USAGE_KEY, i + 1) >= 0 || !t.startsWith(USAGE_NULL, i)) {
+    texts.delete(value);
+    return;
+  }
+  const end = i + USAGE_NULL.length;
+  if (t[i - 1] === ',') texts.set(value, t.slice(0, i - 1) + t.slice(end));
+  else if (t[end] === ',') texts.set(value, t.slice(0, i) + t.slice(end + 1));
+  else texts.set(value, t.slice(0, i) + t.slice(end));
+}
