@@ -674,7 +674,7 @@ models:
   });
 
   test('latency: after warm-up most requests go to the fast target; exploration still sends a few to the slow one', async () => {
-    fakeA.onModel('lat-slow', { kind: 'reply', delayMs: 100 });
+    fakeA.onModel('lat-slow', { kind: 'reply', delayMs: 300 });
     // warm-up: both get measured (an unmeasured target counts as fastest)
     for (let i = 0; i < 5; i++) await ask(client(), 'latency');
     assert.ok(fakeA.requests.length >= 1 && fakeB.requests.length >= 1, 'both measured during warm-up');

@@ -25,7 +25,8 @@ export class SseIterator implements AsyncIterableIterator<unknown> {
   private readonly it: AsyncIterator<Buffer>;
   private readonly decoder = new StringDecoder('utf8');
   private readonly parser: EventSourceParser;
-  private readonly ready: unknown[] = [];
+  /** `data:` payloads read but not yet taken */
+  private readonly ready: string[] = [];
   private head = 0;
   /** raised while parsing a chunk; thrown once the payloads before it are used */
   private failure: unknown = undefined;
@@ -67,11 +68,14 @@ export class SseIterator implements AsyncIterableIterator<unknown> {
   async next(): Promise<IteratorResult<unknown>> {
     for (;;) {
       if (this.head < this.ready.length) {
-        const value = this.ready[this.head++];
+        const data = this.ready[this.head++] as string;
         if (this.head === this.ready.length) {
           this.ready.length = 0;
           this.head = 0;
         }
+        // parsed when taken, not when read: the first event of a read leaves before the others are parsed
+        const value = this.parse(data);
+        if (value === undefined) continue;
         return { done: false, value };
       }
       if (this.failure !== undefined) {
@@ -121,23 +125,38 @@ export class SseIterator implements AsyncIterableIterator<unknown> {
       this.sawDone = true;
       return;
     }
+    this.ready.push(data);
+  }
+
+  /**
+   * An event's payload → the chunk; undefined when it was not one (the failure it raised is thrown
+   * by next(), and the events read after it are dropped).
+   */
+  private parse(data: string): object | undefined {
     let value: unknown;
     try {
       value = JSON.parse(data);
     } catch {
-      this.fail(upstreamMalformed(this.o.backend, 'an event of the stream is not JSON'));
-      return;
+      this.failNow(upstreamMalformed(this.o.backend, 'an event of the stream is not JSON'));
+      return undefined;
     }
     if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-      this.fail(upstreamMalformed(this.o.backend, 'an event of the stream is not a JSON object'));
-      return;
+      this.failNow(upstreamMalformed(this.o.backend, 'an event of the stream is not a JSON object'));
+      return undefined;
     }
     const error = (value as { error?: unknown }).error;
     if (error) {
-      this.fail((this.o.streamError ?? ((e: unknown) => streamErrorEvent(this.o.backend, e, this.o.secrets)))(error));
-      return;
+      this.failNow((this.o.streamError ?? ((e: unknown) => streamErrorEvent(this.o.backend, e, this.o.secrets)))(error));
+      return undefined;
     }
-    this.ready.push(keepText(value, data));
+    return keepText(value, data);
+  }
+
+  /** A failure found in an event being taken: it comes before anything read after that event. */
+  private failNow(err: unknown): void {
+    this.failure = err;
+    this.ready.length = 0;
+    this.head = 0;
   }
 
   private fail(err: unknown): void {

@@ -2,8 +2,9 @@
  * The only writer of "data: " lines. Writes an async iterable of chunks to the client as Server-Sent
  * Events, straight to Node's ServerResponse, pulling the next chunk only once the last one was
  * accepted (so a slow client slows the upstream read instead of growing a buffer). Chunks that are
- * ready together (parsed from one upstream read) leave in one write: the socket is corked while
- * they are written and uncorked on the next tick, which adds no wait. A failure after the commit
+ * ready together (read from one upstream read) leave in one write: the socket is corked while
+ * they are written and uncorked on the next tick, which adds no wait; only the first two chunks
+ * are written at once, so the first token does not wait for the rest of its batch. A failure after the commit
  * point becomes a final `data: {"error":…}` event — which the OpenAI SDKs raise as an APIError —
  * and the stream ends without `[DONE]`, so the loss is visible. A client that goes away stops the
  * pull and returns the iterator; the upstream request is aborted through the request's signal.
@@ -60,7 +61,14 @@ export function writeSse<T>(
     corked = false;
     res.uncork();
   };
+  // The first two chunks (in OpenAI's shape: the role, then the first token) leave at once; the
+  // rest of what arrived with them is batched.
+  let eager = 2;
   const write = (s: string): boolean => {
+    if (eager > 0) {
+      eager--;
+      return res.write(s);
+    }
     if (!corked) {
       corked = true;
       res.cork();
