@@ -1,0 +1,508 @@
+/**
+ * Hostile clients at volume, against real gateways on loopback: slowloris sockets that trickle
+ * headers or bodies, clients that vanish mid-request, before the answer and mid-stream, readers
+ * that never drain a stream, and a few thousand malformed, oversized or odd requests — each gets a
+ * clear answer or a clean close, the gateway keeps serving everyone else meanwhile, and afterwards
+ * its connections, in-flight gauge, active handles and heap are back where they started.
+ *
+ * Bounded on purpose (a shared 2-core machine): counts in the hundreds or low thousands, no
+ * wall-clock performance asserts, generous deadlines.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import fc from 'fast-check';
+import { startFakeOpenAI, type FakeUpstream } from './support/fake-openai-upstream.ts';
+import { startEndlessUpstream, type EndlessUpstream } from './support/endless-sse-upstream.ts';
+import { startGateway, type TestGateway } from './support/gateway.ts';
+import {
+  activeResources,
+  eventually,
+  MB,
+  metricSum,
+  oneShot,
+  postHead,
+  rawSocket,
+  scrapeMetrics,
+  serverConnections,
+  settledHeap,
+  startBody,
+  type RawResult,
+  type RawSocket,
+  type Reply,
+} from './support/hostile.ts';
+
+const ADMIN = 'hostile-admin-key-0123456789';
+const CHAT = '/v1/chat/completions';
+
+const chatBody = (model: string, content = 'hello there', extra: Record<string, unknown> = {}): string =>
+  JSON.stringify({ model, messages: [{ role: 'user', content }], ...extra });
+
+/** The OpenAI envelope of a raw HTTP answer (status line, headers, JSON body). */
+function rawEnvelope(data: string): { status: number; code: unknown } {
+  const status = Number(/^HTTP\/1\.1 (\d{3}) /.exec(data)?.[1] ?? 0);
+  const body: unknown = JSON.parse(data.slice(data.indexOf('\r\n\r\n') + 4));
+  assert.ok(typeof body === 'object' && body !== null && 'error' in body, `an envelope: ${data.slice(0, 300)}`);
+  const e = (body as { error: { code?: unknown; type?: unknown } }).error;
+  assert.equal(e.type, 'invalid_request_error');
+  return { status, code: e.code };
+}
+
+async function inFlight(gw: TestGateway): Promise<number> {
+  return metricSum(await scrapeMetrics(gw.url, ADMIN), 'switchyard_in_flight_requests');
+}
+
+async function requestsTotal(gw: TestGateway, route = CHAT): Promise<number> {
+  return metricSum(await scrapeMetrics(gw.url, ADMIN), 'switchyard_requests_total', { route });
+}
+
+/** After the hostile traffic: no connection left on the server, nothing in flight, still serving. */
+async function assertCleanAndServing(gw: TestGateway, model: string): Promise<void> {
+  await eventually(() => serverConnections(gw.running.server), (n) => n === 0, 'the gateway to hold no client connection', 15_000);
+  await eventually(() => inFlight(gw), (n) => n === 0, 'switchyard_in_flight_requests to return to 0', 15_000);
+  const ok = await oneShot(gw.url, 'POST', CHAT, chatBody(model));
+  assert.equal(ok.status, 200, ok.text);
+  await eventually(() => serverConnections(gw.running.server), (n) => n === 0, 'the check request to close', 15_000);
+}
+
+/** Runs `n` tasks at most `concurrency` at a time. */
+async function pool(n: number, concurrency: number, task: (i: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(n, concurrency) }, async () => {
+      for (let i = next++; i < n; i = next++) await task(i);
+    }),
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+
+describe('slowloris: sockets that trickle headers or a body', () => {
+  const HEADERS_TIMEOUT_MS = 1000;
+  const REQUEST_TIMEOUT_MS = 2000;
+  /**
+   * Node checks headersTimeout / requestTimeout only every `connectionsCheckingInterval` (30 s by
+   * default, and src/main.ts does not set it), so a slow socket is cut up to 30 s after its
+   * timeout; see the todo test below.
+   */
+  const NODE_CHECK_INTERVAL_MS = 30_000;
+  let gw: TestGateway;
+  before(async () => {
+    gw = await startGateway(`
+server: { headers_timeout_ms: ${HEADERS_TIMEOUT_MS}, request_timeout_ms: ${REQUEST_TIMEOUT_MS} }
+backends: { f: { type: fake } }
+models: { m: { targets: [ { backend: f, model: echo } ] } }
+admin: { key: "${ADMIN}" }
+`);
+  });
+  after(() => gw.close());
+
+  it('160 slow sockets are cut with 408 by the header/request timeouts while normal requests keep being served', { timeout: 120_000 }, async () => {
+    const PER_KIND = 40;
+    const kinds = ['silent', 'trickled headers', 'trickled body', 'stalled body'] as const;
+    const socks: Array<{ kind: (typeof kinds)[number]; s: RawSocket; trickle?: string }> = [];
+    for (const kind of kinds) {
+      for (let i = 0; i < PER_KIND; i++) {
+        if (kind === 'silent') socks.push({ kind, s: rawSocket(gw.url, '') });
+        else if (kind === 'trickled headers') socks.push({ kind, s: rawSocket(gw.url, `POST ${CHAT} HTTP/1.1\r\nHost: 127.0.0.1\r\n`), trickle: `x-slow: ${'a'.repeat(500)}` });
+        else if (kind === 'trickled body') socks.push({ kind, s: rawSocket(gw.url, postHead(CHAT, 10_000)), trickle: ' '.repeat(10_000) });
+        else socks.push({ kind, s: rawSocket(gw.url, postHead(CHAT, 1000) + '{"model":"m","messages":[') });
+      }
+    }
+    // one byte every 200 ms on every trickling socket (one timer for all of them)
+    let pos = 0;
+    const trickler = setInterval(() => {
+      for (const x of socks) if (x.trickle !== undefined && !x.s.socket.destroyed && pos < x.trickle.length) x.s.socket.write(x.trickle[pos] as string);
+      pos++;
+    }, 200);
+    let allClosed = false;
+    const results = Promise.all(socks.map((x) => x.s.done)).finally(() => (allClosed = true));
+    // meanwhile, ordinary clients
+    const served: number[] = [];
+    while (!allClosed) {
+      const r = await oneShot(gw.url, 'POST', CHAT, chatBody('m', `still serving ${served.length}`));
+      served.push(r.status);
+      await Promise.race([sleep(250), results]);
+    }
+    clearInterval(trickler);
+    const done: RawResult[] = await results;
+
+    assert.ok(served.length >= 5, `normal requests went through while the slow sockets were open (${served.length})`);
+    assert.deepEqual([...new Set(served)], [200], 'every normal request was answered 200');
+    const bound = REQUEST_TIMEOUT_MS + NODE_CHECK_INTERVAL_MS + 15_000;
+    done.forEach((r, i) => {
+      const kind = socks[i]?.kind;
+      assert.ok(r.closedAfterMs >= HEADERS_TIMEOUT_MS - 100, `${kind}: not cut before its timeout (${r.closedAfterMs} ms)`);
+      assert.ok(r.closedAfterMs <= bound, `${kind}: cut within ${bound} ms (${Math.round(r.closedAfterMs)} ms)`);
+      const e = rawEnvelope(r.data);
+      assert.equal(e.status, 408, `${kind}: ${r.data.slice(0, 200)}`);
+      assert.equal(e.code, 'request_timeout');
+      assert.match(r.data, /\r\nconnection: close\r\n/i);
+    });
+    await assertCleanAndServing(gw, 'm');
+  });
+
+  // BUG (src/main.ts, startServer: `serve({ fetch, port, hostname })` without
+  // `serverOptions: { connectionsCheckingInterval }`): Node enforces server.headersTimeout and
+  // server.requestTimeout from a timer that runs every connectionsCheckingInterval, 30 s by default,
+  // so `headers_timeout_ms: 500` lets a slowloris socket live ~30 s, and the defaults (30 s / 120 s)
+  // up to 60 s / 150 s. Setting connectionsCheckingInterval to e.g. min(1000, headers_timeout_ms)
+  // when creating the server would make the configured values hold.
+  it.todo('headers_timeout_ms is enforced within a second or two, not at the next 30 s connection check', { timeout: 20_000 }, async () => {
+    const quick = await startGateway(`
+server: { headers_timeout_ms: 500, request_timeout_ms: 1000 }
+backends: { f: { type: fake } }
+models: { m: { targets: [ { backend: f, model: echo } ] } }
+`);
+    try {
+      const s = rawSocket(quick.url, `POST ${CHAT} HTTP/1.1\r\nHost: 127.0.0.1\r\n`, 3000);
+      const r = await s.done;
+      assert.match(r.data, /^HTTP\/1\.1 408 /, `cut with 408 within 3 s of a 500 ms headers timeout; got ${JSON.stringify(r.data.slice(0, 40))} after ${Math.round(r.closedAfterMs)} ms`);
+    } finally {
+      await quick.close();
+    }
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+
+describe('clients that vanish, and a reader that never drains', () => {
+  let up: FakeUpstream;
+  let endless: EndlessUpstream;
+  let gw: TestGateway;
+  before(async () => {
+    up = await startFakeOpenAI();
+    up.onModel('slow-stream', { kind: 'stream', chunks: Array.from({ length: 30 }, (_, i) => `w${i} `), delayMs: 20 });
+    up.onModel('delayed', { kind: 'reply', content: 'late answer', delayMs: 400 });
+    up.onModel('ok', { kind: 'reply', content: 'fine' });
+    endless = await startEndlessUpstream(4096);
+    gw = await startGateway(`
+backends:
+  up: { type: openai, base_url: "${up.url}", api_key: sk-hostile-not-real }
+  endless: { type: openai, base_url: "${endless.url}", api_key: sk-hostile-not-real }
+models:
+  ok: { targets: [ { backend: up, model: ok } ] }
+  slow: { targets: [ { backend: up, model: slow-stream } ] }
+  delayed: { targets: [ { backend: up, model: delayed } ] }
+  endless: { targets: [ { backend: endless, model: endless } ] }
+routing: { retry: { max_retries: 0 } }
+admin: { key: "${ADMIN}" }
+`);
+  });
+  after(async () => {
+    await gw.close();
+    await up.close();
+    await endless.close();
+  });
+
+  it('300 clients that send half a body and vanish: nothing reaches the upstream, every request is accounted for', { timeout: 60_000 }, async () => {
+    const N = 300;
+    const upstreamBefore = up.requests.length;
+    const counted0 = await requestsTotal(gw);
+    const body = chatBody('ok', 'x'.repeat(2000));
+    await pool(N, 100, async () => {
+      const s = await startBody(gw.url, CHAT, body, 1000);
+      await sleep(10);
+      s.socket.destroy();
+      await s.done;
+    });
+    await assertCleanAndServing(gw, 'ok');
+    assert.equal(up.requests.length - upstreamBefore, 1, 'only the check request reached the upstream');
+    const counted = (await requestsTotal(gw)) - counted0;
+    assert.equal(counted, N + 1, 'requests_total counts every vanished client (and the check request)');
+  });
+
+  it('100 clients that vanish while waiting for a slow answer: each upstream request is aborted', { timeout: 60_000 }, async () => {
+    const N = 100;
+    up.clientAborts = 0;
+    const counted0 = await requestsTotal(gw);
+    const body = chatBody('delayed');
+    await pool(N, 50, async () => {
+      const s = rawSocket(gw.url, postHead(CHAT, Buffer.byteLength(body)) + body);
+      await sleep(100);
+      s.socket.destroy();
+      await s.done;
+    });
+    await eventually(() => up.clientAborts, (n) => n >= N, `${N} upstream requests aborted`, 15_000);
+    await assertCleanAndServing(gw, 'ok');
+    assert.equal((await requestsTotal(gw)) - counted0, N + 1);
+  });
+
+  it('200 clients that read two stream events and vanish: each upstream stream is aborted, in-flight returns to 0', { timeout: 60_000 }, async () => {
+    const N = 200;
+    up.clientAborts = 0;
+    const counted0 = await requestsTotal(gw);
+    const body = chatBody('slow', 'stream please', { stream: true });
+    let sawTwoEvents = 0;
+    await pool(N, 50, async () => {
+      const s = rawSocket(gw.url, postHead(CHAT, Buffer.byteLength(body)) + body);
+      s.socket.on('data', () => {
+        if (!s.socket.destroyed && (s.received().match(/\ndata: /g)?.length ?? 0) >= 2) {
+          sawTwoEvents++;
+          s.socket.destroy();
+        }
+      });
+      await s.done;
+    });
+    assert.equal(sawTwoEvents, N, 'every client saw the stream start before vanishing');
+    await eventually(() => up.clientAborts, (n) => n >= N, `${N} upstream streams aborted`, 15_000);
+    await assertCleanAndServing(gw, 'ok');
+    assert.equal((await requestsTotal(gw)) - counted0, N + 1);
+    // and a full stream still completes
+    const full = await oneShot(gw.url, 'POST', CHAT, body);
+    assert.equal(full.status, 200);
+    assert.ok(full.text.trimEnd().endsWith('data: [DONE]'), full.text.slice(-200));
+  });
+
+  it('readers that never drain an endless stream: the upstream is backpressured, memory stays bounded, all is released on close', { timeout: 60_000 }, async () => {
+    const READERS = 5;
+    const heap0 = await settledHeap();
+    const body = chatBody('endless', 'go on forever', { stream: true });
+    const readers: RawSocket[] = [];
+    for (let i = 0; i < READERS; i++) {
+      const s = rawSocket(gw.url, postHead(CHAT, Buffer.byteLength(body)) + body);
+      let got = 0;
+      s.socket.on('data', (d: Buffer) => {
+        got += d.length;
+        if (got > 64 * 1024) s.socket.pause(); // read a little, then never again
+      });
+      readers.push(s);
+    }
+    await eventually(() => endless.open(), (n) => n === READERS, 'every stream to reach the upstream');
+    // the upstream fills the kernel buffers on its way and then stalls: written bytes level off
+    await sleep(1500);
+    const w1 = endless.written();
+    await sleep(1500);
+    const w2 = endless.written();
+    const heapPaused = await settledHeap();
+    assert.ok(w2 - w1 < 2 * MB, `the upstream is backpressured: ${((w2 - w1) / MB).toFixed(1)} MB written in the last 1.5 s`);
+    assert.ok(w2 < READERS * 40 * MB, `what was written is bounded by socket buffers, not the stream's length: ${(w2 / MB).toFixed(1)} MB for ${READERS} streams`);
+    assert.ok(heapPaused - heap0 < 32 * MB, `gateway heap grew by ${((heapPaused - heap0) / MB).toFixed(1)} MB with ${READERS} stalled readers`);
+    assert.equal(await inFlight(gw), READERS, 'the stalled streams are in flight');
+    for (const s of readers) s.socket.destroy();
+    await eventually(() => endless.open(), (n) => n === 0, 'every upstream stream to be closed', 15_000);
+    await assertCleanAndServing(gw, 'ok');
+    const heap1 = await settledHeap();
+    assert.ok(heap1 - heap0 < 16 * MB, `heap back near its baseline: ${((heap1 - heap0) / MB).toFixed(1)} MB over`);
+  });
+
+  it('a reader that stops reading for longer than stream_idle_timeout_ms: the upstream stream is released, the backend is not blamed', { timeout: 30_000 }, async () => {
+    const e2 = await startEndlessUpstream(4096);
+    const g2 = await startGateway(`
+backends:
+  e: { type: openai, base_url: "${e2.url}", api_key: sk-hostile-not-real, stream_idle_timeout_ms: 500 }
+  f: { type: fake }
+models:
+  endless: { targets: [ { backend: e, model: endless } ] }
+  ok: { targets: [ { backend: f, model: echo } ] }
+routing: { breaker: { consecutive_failures: 2 } }
+admin: { key: "${ADMIN}" }
+`);
+    const readers: RawSocket[] = [];
+    try {
+      const body = chatBody('endless', 'x', { stream: true });
+      for (let i = 0; i < 3; i++) {
+        const s = rawSocket(g2.url, postHead(CHAT, Buffer.byteLength(body)) + body);
+        s.socket.once('data', () => s.socket.pause());
+        readers.push(s);
+      }
+      await eventually(() => e2.started(), (n) => n === 3, 'the streams to start');
+      await eventually(() => e2.open(), (n) => n === 0, 'the upstream streams to be released while the clients hold their sockets', 15_000);
+      const m = await scrapeMetrics(g2.url, ADMIN);
+      assert.equal(metricSum(m, 'switchyard_upstream_attempts_total', { backend: 'e', outcome: 'success' }), 3, 'the attempts count as successes');
+      assert.equal(metricSum(m, 'switchyard_circuit_breaker_state', { backend: 'e' }), 0, 'the breaker stays closed');
+      for (const s of readers) s.socket.destroy();
+      await assertCleanAndServing(g2, 'ok');
+    } finally {
+      for (const s of readers) s.socket.destroy();
+      await g2.close();
+      await e2.close();
+    }
+  });
+
+  // GAP (a held slot, not a leak): once stream_idle_timeout_ms has released the upstream of a client
+  // that stopped reading (test above), the gateway keeps that client's connection, its in-flight
+  // count and its server.max_concurrent_requests slot for as long as the client keeps the socket
+  // open: the final error event and the end of the response are queued behind the unread bytes,
+  // and nothing (Node's server.timeout is 0; request_timeout_ms only covers receiving the request)
+  // closes a connection that cannot be written to. Enough such clients would exhaust
+  // max_concurrent_requests until they leave. A send timeout toward the client (destroy the socket
+  // when a response cannot make progress for N ms) would bound it.
+  it.todo('a client that never reads is disconnected once its stream has given up, releasing its concurrency slot', { timeout: 30_000 }, async () => {
+    const e2 = await startEndlessUpstream(4096);
+    const g2 = await startGateway(`
+backends: { e: { type: openai, base_url: "${e2.url}", stream_idle_timeout_ms: 500 } }
+models: { endless: { targets: [ { backend: e, model: endless } ] } }
+`);
+    const body = chatBody('endless', 'x', { stream: true });
+    const s = rawSocket(g2.url, postHead(CHAT, Buffer.byteLength(body)) + body, 20_000);
+    try {
+      s.socket.once('data', () => s.socket.pause());
+      await eventually(() => e2.started(), (n) => n === 1, 'the stream to start');
+      await eventually(() => e2.open(), (n) => n === 0, 'the upstream stream to be released', 10_000);
+      await eventually(() => serverConnections(g2.running.server), (n) => n === 0, 'the gateway to drop the non-reading client', 4_000);
+    } finally {
+      s.socket.destroy();
+      await g2.close();
+      await e2.close();
+    }
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+
+describe('memory and handles return to baseline after thousands of hostile requests', () => {
+  const LIMIT = 1024 * 1024;
+  let gw: TestGateway;
+  before(async () => {
+    gw = await startGateway(`
+server: { max_body_bytes: ${LIMIT} }
+backends:
+  f: { type: fake }
+  slowf: { type: fake, chunk_delay_ms: 5 }
+models:
+  m: { targets: [ { backend: f, model: echo } ] }
+  slow: { targets: [ { backend: slowf, model: echo } ] }
+admin: { key: "${ADMIN}" }
+`);
+  });
+  after(() => gw.close());
+
+  type Outcome = string;
+  const MESSAGES_5000 = JSON.stringify({ model: 'm', messages: Array.from({ length: 5000 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: `message ${i}` })) });
+  const GIANT = chatBody('m', 'g'.repeat(LIMIT - 200));
+  const OVER = chatBody('m', 'o'.repeat(LIMIT + 10));
+  const DEEP = `{"model":"m","messages":[{"role":"user","content":"x"}],"metadata":${'['.repeat(2000)}${']'.repeat(2000)}}`;
+  const BAD_UTF8 = Buffer.concat([Buffer.from('{"model":"m","messages":[{"role":"user","content":"'), Buffer.from([0xc3, 0x28, 0xff, 0xfe]), Buffer.from('"}]}')]);
+  const ABSURD_HEADERS = Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`x-absurd-${i}`, 'v'.repeat(100)]));
+  const STREAM = chatBody('slow', Array.from({ length: 40 }, (_, i) => `word${i}`).join(' '), { stream: true });
+  const fuzz: string[] = [
+    ...fc.sample(fc.json({ maxDepth: 4 }), { numRuns: 150, seed: 9 }),
+    ...fc.sample(
+      fc.record({ model: fc.constantFrom('m', 'nope', ''), messages: fc.array(fc.record({ role: fc.constantFrom('user', 'system', 'assistant', 'tool', 'wizard'), content: fc.oneof(fc.string(), fc.array(fc.record({ type: fc.constantFrom('text', 'image_url', 'hologram'), text: fc.string() }))) }), { maxLength: 5 }), temperature: fc.oneof(fc.double(), fc.string()) }, { requiredKeys: [] }),
+      { numRuns: 150, seed: 10 },
+    ).map((v) => JSON.stringify(v)),
+  ];
+
+  async function post(body: string | Buffer, headers: Record<string, string> = {}): Promise<Reply> {
+    return oneShot(gw.url, 'POST', CHAT, body, headers);
+  }
+
+  /** One hostile request of kind `i % 16`; returns "<kind> <outcome>". */
+  async function hostile(i: number): Promise<Outcome> {
+    const k = i % 16;
+    const status = async (name: string, p: Promise<Reply>): Promise<Outcome> => {
+      try {
+        return `${name} ${(await p).status}`;
+      } catch (err) {
+        return `${name} transport:${(err as NodeJS.ErrnoException).code ?? 'error'}`;
+      }
+    };
+    switch (k) {
+      case 0:
+        return status('giant string near the body limit', post(GIANT));
+      case 1:
+        return status('over the body limit', post(OVER));
+      case 2:
+        return status('5,000 messages', post(MESSAGES_5000));
+      case 3:
+        return status('invalid UTF-8', post(BAD_UTF8));
+      case 4:
+        return status('2,000-deep nesting', post(DEEP));
+      case 5:
+        return status('truncated JSON', post(chatBody('m').slice(0, 20 + (i % 17))));
+      case 6:
+        return status('duplicate keys', post('{"model":"nope","model":"m","messages":[{"role":"user","content":"a","content":"b"}]}'));
+      case 7:
+        return status('unknown fields', post(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'x', mood: 'odd' }], frobnicate: { deep: [1, 2, 3] } })));
+      case 8:
+        return status('unknown content part', post(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: [{ type: 'hologram', hologram: { x: 1 } }] }] })));
+      case 9:
+        return status('wrong types', post(JSON.stringify({ model: 7, messages: { role: 'user' }, stream: 'yes', max_tokens: -1 })));
+      case 10:
+        return status('absurd headers', post(chatBody('m'), ABSURD_HEADERS));
+      case 11: {
+        const body = chatBody('m', 'y'.repeat(5000));
+        const s = await startBody(gw.url, CHAT, body, 2500);
+        await sleep(5);
+        s.socket.destroy();
+        await s.done;
+        return 'vanished mid-body';
+      }
+      case 12: {
+        const s = rawSocket(gw.url, postHead(CHAT, Buffer.byteLength(STREAM)) + STREAM);
+        await new Promise<void>((resolve) => {
+          s.socket.on('data', () => {
+            if ((s.received().match(/\ndata: /g)?.length ?? 0) >= 2) s.socket.destroy();
+          });
+          void s.done.then(() => resolve());
+        });
+        return 'vanished mid-stream';
+      }
+      case 13:
+        return status('stream read to the end', post(STREAM));
+      default:
+        return status('fuzzed body', post(fuzz[i % fuzz.length] as string));
+    }
+  }
+
+  it('3,200 hostile requests at concurrency 16: heap within 20 MB of its baseline, handles back to baseline', { timeout: 180_000 }, async () => {
+    const WARMUP = 320;
+    const N = 3200;
+    const seen = new Map<string, number>();
+    const run = async (n: number, offset: number): Promise<void> =>
+      pool(n, 16, async (i) => {
+        const o = await hostile(offset + i);
+        seen.set(o, (seen.get(o) ?? 0) + 1);
+      });
+    await run(WARMUP, 0);
+    await eventually(() => serverConnections(gw.running.server), (n) => n === 0, 'warm-up connections to close', 15_000);
+    gw.logs.length = 0; // the test helper keeps every log line; that is not the gateway's memory
+    await sleep(200);
+    const handles0 = activeResources();
+    const heap0 = await settledHeap();
+    const counted0 = await requestsTotal(gw);
+    seen.clear();
+
+    await run(N, WARMUP);
+
+    await eventually(() => serverConnections(gw.running.server), (n) => n === 0, 'every client connection to close', 15_000);
+    await eventually(() => inFlight(gw), (n) => n === 0, 'in-flight to return to 0', 15_000);
+    const counted = (await requestsTotal(gw)) - counted0;
+    gw.logs.length = 0;
+    await sleep(200);
+    const heap1 = await settledHeap();
+    const handles1 = activeResources();
+    const table = [...seen.entries()].sort().map(([o, n]) => `${o} ×${n}`).join(', ');
+
+    // what every kind got: a clear status, never a 5xx, never a transport error except where the
+    // gateway closes on purpose (413 while the client is still sending)
+    for (const [o, n] of seen) {
+      assert.doesNotMatch(o, / 5\d\d$/, `no 5xx: ${o} ×${n}`);
+      if (o.includes('transport:')) assert.match(o, /^over the body limit transport:(ECONNRESET|EPIPE)$/, `unexpected transport error: ${o} ×${n}`);
+    }
+    const expect = (name: string, status: number): void => assert.ok((seen.get(`${name} ${status}`) ?? 0) > 0, `${name} → ${status} (saw: ${table})`);
+    expect('giant string near the body limit', 200);
+    expect('5,000 messages', 200);
+    expect('invalid UTF-8', 400);
+    expect('2,000-deep nesting', 400);
+    expect('truncated JSON', 400);
+    expect('duplicate keys', 200);
+    expect('unknown fields', 200);
+    expect('unknown content part', 400);
+    expect('wrong types', 400);
+    expect('absurd headers', 431);
+    expect('stream read to the end', 200);
+    assert.equal(seen.get('vanished mid-stream'), N / 16);
+    assert.equal(seen.get('vanished mid-body'), N / 16);
+    // absurd headers never reach the app (431 from the HTTP parser); every other request is counted
+    assert.equal(counted, N - N / 16, `requests_total counted ${counted}`);
+
+    const growth = heap1 - heap0;
+    process.stderr.write(`# hostile memory: heap ${(heap0 / MB).toFixed(1)} → ${(heap1 / MB).toFixed(1)} MB (${growth >= 0 ? '+' : ''}${(growth / MB).toFixed(2)} MB) after ${N} requests; handles ${JSON.stringify(handles0)} → ${JSON.stringify(handles1)}\n# ${table}\n`);
+    assert.ok(growth < 20 * MB, `heap grew by ${(growth / MB).toFixed(1)} MB over ${N} hostile requests`);
+    for (const [type, n] of Object.entries(handles1)) {
+      assert.ok(n <= (handles0[type] ?? 0), `active ${type}: ${n} after vs ${handles0[type] ?? 0} before`);
+    }
+  });
+});
