@@ -127,6 +127,8 @@ admin: { key: "${ADMIN}" }
     clearInterval(trickler);
     const done: RawResult[] = await results;
 
+    const closedMs = done.map((r) => r.closedAfterMs);
+    process.stderr.write(`# slowloris: ${served.length} normal requests (${[...new Set(served)].join(', ')}) while ${socks.length} slow sockets were open; they were cut after ${Math.round(Math.min(...closedMs))}–${Math.round(Math.max(...closedMs))} ms\n`);
     assert.ok(served.length >= 5, `normal requests went through while the slow sockets were open (${served.length})`);
     assert.deepEqual([...new Set(served)], [200], 'every normal request was answered 200');
     const bound = REQUEST_TIMEOUT_MS + NODE_CHECK_INTERVAL_MS + 15_000;
@@ -346,6 +348,70 @@ models: { endless: { targets: [ { backend: e, model: endless } ] } }
       await g2.close();
       await e2.close();
     }
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+
+describe('overload at volume: far more concurrent requests than max_concurrent_requests', () => {
+  const MAX = 8;
+  const CLIENT_KEY = 'sk-hostile-client-key-0001';
+  let gw: TestGateway;
+  before(async () => {
+    gw = await startGateway(`
+server: { max_concurrent_requests: ${MAX} }
+backends: { slow: { type: fake, chunk_delay_ms: 20 } }
+models: { m: { targets: [ { backend: slow, model: echo } ] } }
+keys: [ { name: hostile, key: "${CLIENT_KEY}" } ]
+admin: { key: "${ADMIN}" }
+`);
+  });
+  after(() => gw.close());
+  const auth = { authorization: `Bearer ${CLIENT_KEY}` };
+  const STREAM = chatBody('m', 'a b c d e f g h i j', { stream: true });
+
+  it('300 requests, 60 at a time: each is served or refused at once with 503 + retry-after; nothing hangs; the slots come back', { timeout: 60_000 }, async () => {
+    const N = 300;
+    const replies: Reply[] = [];
+    await pool(N, 60, async () => {
+      replies.push(await oneShot(gw.url, 'POST', CHAT, STREAM, auth));
+    });
+    const served = replies.filter((r) => r.status === 200);
+    const refused = replies.filter((r) => r.status === 503);
+    assert.equal(served.length + refused.length, N, `only 200 and 503: ${[...new Set(replies.map((r) => r.status))].join(', ')}`);
+    assert.ok(served.length >= MAX, `at least ${MAX} served (${served.length})`);
+    assert.ok(refused.length > 0, 'some refused');
+    for (const r of served) assert.ok(r.text.trimEnd().endsWith('data: [DONE]'));
+    for (const r of refused) {
+      assert.equal(r.headers['retry-after'], '1');
+      assert.match(r.text, /"code":"server_overloaded"/);
+    }
+    process.stderr.write(`# overload: ${N} requests at concurrency 60 against max_concurrent_requests ${MAX}: ${served.length} served, ${refused.length} refused with 503\n`);
+    await eventually(() => serverConnections(gw.running.server), (n) => n === 0, 'no connection left', 15_000);
+    await eventually(() => inFlight(gw), (n) => n === 0, 'in-flight back to 0', 15_000);
+    // every slot is free again: MAX streams at once are all served
+    const again = await Promise.all(Array.from({ length: MAX }, () => oneShot(gw.url, 'POST', CHAT, STREAM, auth)));
+    assert.deepEqual(again.map((r) => r.status), Array<number>(MAX).fill(200));
+  });
+
+  // BUG (metrics accounting): requests refused before a route handler runs are not counted in
+  // switchyard_requests_total. src/app.ts lines 73-74 run overloadGuard and authMiddleware on
+  // /v1/* before the route handlers, which are what set `log.route` (src/app.ts line 85); the access
+  // log (src/http/access-log.ts line 59) then skips metrics for route "unmatched". So every 503
+  // server_overloaded and every 401 from a bad client key is logged (route "unmatched") but
+  // invisible in requests_total: an operator watching the metrics cannot see the gateway shedding
+  // load. Reproduction: this test (or 40 concurrent streams against max_concurrent_requests: 4 →
+  // 36 × 503, requests_total only has the 4 × 2xx).
+  it.todo('503 server_overloaded and 401 refusals are counted in switchyard_requests_total', { timeout: 30_000 }, async () => {
+    const counted0 = metricSum(await scrapeMetrics(gw.url, ADMIN), 'switchyard_requests_total');
+    const replies: Reply[] = [];
+    await pool(40, 40, async () => {
+      replies.push(await oneShot(gw.url, 'POST', CHAT, STREAM, auth));
+    });
+    replies.push(await oneShot(gw.url, 'POST', CHAT, STREAM, { authorization: 'Bearer sk-not-a-known-client-key' }));
+    await eventually(() => inFlight(gw), (n) => n === 0, 'in-flight back to 0', 15_000);
+    const counted = metricSum(await scrapeMetrics(gw.url, ADMIN), 'switchyard_requests_total') - counted0;
+    assert.equal(counted, replies.length, `statuses ${replies.map((r) => r.status).join(',')}`);
   });
 });
 
