@@ -705,8 +705,24 @@ async function runPhase(spec: PhaseSpec, o: SoakOptions, up: FakeUpstream, dir: 
     if (spec.phase2) up.onModel('flaky', { kind: 'error', status: 500, message: 'injected outage' });
     o.log(`${spec.name}: ${kinds.length} requests at concurrency ${o.concurrency}`);
     const ms = await drive(gw.url, kinds, o.concurrency, spec.phase2, outcomes, spec.name, o.log, onDispatch);
+    // phase 2: if the load ended while the breaker was still open (its open time backs off up to
+    // max_open_ms), keep sending flaky requests one at a time until it has probed and closed again
+    let tail = 0;
+    if (spec.phase2) {
+      const tailAgent = new Agent({ connections: 1 });
+      const until = performance.now() + 15_000;
+      for (;;) {
+        const m = await scrape(gw.url, control);
+        const served = (m.attempts.get('flaky:success') ?? 0) - (m0.attempts.get('flaky:success') ?? 0);
+        if (((m.breaker.get('flaky') ?? 0) === 0 && served > 0) || performance.now() > until) break;
+        await one(gw.url, tailAgent, 'flaky', kinds.length + tail, true, outcomes);
+        tail++;
+        await sleep(100);
+      }
+      await tailAgent.close();
+    }
     clearInterval(watch);
-    // a few more breaker readings after the load: it closes again once the probe succeeds
+    // a few more breaker readings after the load
     await sleep(300);
     watching = false;
     await breakerWatch;
@@ -718,7 +734,7 @@ async function runPhase(spec: PhaseSpec, o: SoakOptions, up: FakeUpstream, dir: 
     const handles1 = await gw.inspector.handles();
     const m1 = await scrape(gw.url, control);
 
-    const sent = kinds.length;
+    const sent = kinds.length + tail;
     const counted = m1.requests - m0.requests;
     const kindCount = (k: Kind): number => kinds.filter((x) => x === k).length;
     const injected = kinds.filter((k) => INJECTED.has(k)).length;
@@ -729,7 +745,7 @@ async function runPhase(spec: PhaseSpec, o: SoakOptions, up: FakeUpstream, dir: 
     const rateLimited = m1.rateLimited - m0.rateLimited;
 
     const rows: Array<[string, string]> = [
-      ['requests sent', `${sent} (${spec.mix.map(([k]) => `${k} ${kindCount(k)}`).join(', ')})`],
+      ['requests sent', `${sent} (${spec.mix.map(([k]) => `${k} ${kindCount(k)}`).join(', ')}${tail > 0 ? `; + ${tail} flaky one at a time after the load, until the breaker closed` : ''})`],
     ];
     if (!spec.phase2) {
       rows.push([

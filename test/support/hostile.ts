@@ -4,12 +4,14 @@
  * socket closed; one-shot HTTP requests without keep-alive (so the gateway's connection count can
  * be checked afterwards); /metrics scraping; forced GC and the process's active handles by type.
  */
+import assert from 'node:assert/strict';
 import http from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import type { Server } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { TestGateway } from './gateway.ts';
 
 export interface RawResult {
   /** everything the server sent, latin1 */
@@ -178,3 +180,45 @@ export function activeResources(): Record<string, number> {
 }
 
 export const MB = 1024 * 1024;
+
+const CHAT = '/v1/chat/completions';
+
+export const chatBody = (model: string, content = 'hello there', extra: Record<string, unknown> = {}): string =>
+  JSON.stringify({ model, messages: [{ role: 'user', content }], ...extra });
+
+/** The OpenAI envelope of a raw HTTP answer (status line, headers, JSON body). */
+export function rawEnvelope(data: string): { status: number; code: unknown } {
+  const status = Number(/^HTTP\/1\.1 (\d{3}) /.exec(data)?.[1] ?? 0);
+  const body: unknown = JSON.parse(data.slice(data.indexOf('\r\n\r\n') + 4));
+  assert.ok(typeof body === 'object' && body !== null && 'error' in body, `an envelope: ${data.slice(0, 300)}`);
+  const e = (body as { error: { code?: unknown; type?: unknown } }).error;
+  assert.equal(e.type, 'invalid_request_error');
+  return { status, code: e.code };
+}
+
+export async function inFlightOf(gw: TestGateway, adminKey: string): Promise<number> {
+  return metricSum(await scrapeMetrics(gw.url, adminKey), 'switchyard_in_flight_requests');
+}
+
+export async function requestsTotalOf(gw: TestGateway, adminKey: string, route = CHAT): Promise<number> {
+  return metricSum(await scrapeMetrics(gw.url, adminKey), 'switchyard_requests_total', { route });
+}
+
+/** After hostile traffic: no connection left on the server, nothing in flight, still serving `model`. */
+export async function cleanAndServing(gw: TestGateway, model: string, adminKey: string): Promise<void> {
+  await eventually(() => serverConnections(gw.running.server), (n) => n === 0, 'the gateway to hold no client connection', 15_000);
+  await eventually(() => inFlightOf(gw, adminKey), (n) => n === 0, 'switchyard_in_flight_requests to return to 0', 15_000);
+  const ok = await oneShot(gw.url, 'POST', CHAT, chatBody(model));
+  assert.equal(ok.status, 200, ok.text);
+  await eventually(() => serverConnections(gw.running.server), (n) => n === 0, 'the check request to close', 15_000);
+}
+
+/** Runs `n` tasks at most `concurrency` at a time. */
+export async function pool(n: number, concurrency: number, task: (i: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(n, concurrency) }, async () => {
+      for (let i = next++; i < n; i = next++) await task(i);
+    }),
+  );
+}
