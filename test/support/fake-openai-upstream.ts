@@ -53,6 +53,8 @@ export type Behaviour =
       noDone?: boolean;
       /** send `data: {"error":{...}}` after N content chunks */
       errorAfter?: { after: number; message: string };
+      /** stop writing after N content chunks and keep the connection open (a mid-stream stall) */
+      stallAfter?: number;
     }
   | {
       kind: 'error';
@@ -724,6 +726,7 @@ class FakeUpstreamImpl implements FakeUpstream {
       if (res.destroyed || res.writableEnded) return;
       const cutHere = (limit: number | undefined): boolean =>
         limit !== undefined && ev.phase !== 'pre' && (ev.phase === 'post' || contentSent >= limit);
+      if (cutHere(opts?.stallAfter)) return; // silent until the client gives up
       if (cutHere(dropAfter)) {
         // Let what was written reach the client and be consumed first: a fetch body stream that
         // errors discards chunks still queued, which would make the cut point non-deterministic.
