@@ -70,9 +70,6 @@ export function createApp(deps: Deps): Hono<AppEnv> {
     return statusHtmlHandler(deps)(c);
   });
 
-  app.use('/v1/*', overloadGuard(deps.config.server.max_concurrent_requests));
-  app.use('/v1/*', authMiddleware(deps.config.keys));
-
   const routes: Array<[method: 'GET' | 'POST', path: string, handler: (c: Context<AppEnv>) => Response | Promise<Response>]> = [
     ['POST', '/v1/chat/completions', chatHandler(deps)],
     ['POST', '/v1/completions', completionsHandler(deps)],
@@ -80,6 +77,20 @@ export function createApp(deps: Deps): Hono<AppEnv> {
     ['GET', '/v1/models', listModelsHandler(deps)],
     ['GET', '/v1/models/:model{.+}', getModelHandler(deps)],
   ];
+
+  // The route is known before the guards run, so what they refuse (503 server_overloaded, 401) is
+  // counted in the request metrics under it.
+  const exact = new Map(routes.filter(([, p]) => !p.includes(':')).map(([m, p]) => [`${m} ${p}`, p]));
+  const modelRoute = '/v1/models/:model{.+}';
+  app.use('/v1/*', async (c, next) => {
+    const path = c.req.path;
+    const known = exact.get(`${c.req.method} ${path}`) ?? (c.req.method === 'GET' && path.startsWith('/v1/models/') && path.length > 11 ? modelRoute : undefined);
+    if (known !== undefined) c.get('log').route = known;
+    await next();
+  });
+  app.use('/v1/*', overloadGuard(deps.config.server.max_concurrent_requests));
+  app.use('/v1/*', authMiddleware(deps.config.keys));
+
   for (const [method, path, handler] of routes) {
     app.on(method, path, (c) => {
       c.get('log').route = path;

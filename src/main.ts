@@ -43,7 +43,10 @@ export async function startServer(loaded: LoadedConfig, opts: { logger?: Logger;
   const host = opts.host ?? deps.config.server.host;
   const port = opts.port ?? deps.config.server.port;
   const server = await new Promise<Server>((resolve, reject) => {
-    const s = serve({ fetch: runtime.fetch, port, hostname: host }, () => resolve(s as Server)) as Server;
+    // Node enforces headersTimeout / requestTimeout from a timer that runs every
+    // connectionsCheckingInterval (30 s by default): check often enough that the configured values hold.
+    const serverOptions = { connectionsCheckingInterval: Math.max(100, Math.min(1000, deps.config.server.headers_timeout_ms)) };
+    const s = serve({ fetch: runtime.fetch, port, hostname: host, serverOptions }, () => resolve(s as Server)) as Server;
     s.once('error', reject);
   });
   // Slow or stalled clients cannot hold a socket forever while sending headers or a body.

@@ -198,17 +198,14 @@ admin: { key: "${ADMIN}" }
     }
   });
 
-  // GAP (a held slot, not a leak): once stream_idle_timeout_ms has released the upstream of a client
-  // that stopped reading (test above), the gateway keeps that client's connection, its in-flight
-  // count and its server.max_concurrent_requests slot for as long as the client keeps the socket
-  // open: the final error event and the end of the response are queued behind the unread bytes,
-  // and nothing (Node's server.timeout is 0; request_timeout_ms only covers receiving the request)
-  // closes a connection that cannot be written to. Enough such clients would exhaust
-  // max_concurrent_requests until they leave. A send timeout toward the client (destroy the socket
-  // when a response cannot make progress for N ms) would bound it.
-  it.todo('a client that never reads is disconnected once its stream has given up, releasing its concurrency slot', { timeout: 30_000 }, async () => {
+  // Once stream_idle_timeout_ms has released the upstream of a client that stopped reading (test
+  // above), the final error event and the end of the response are queued behind the unread bytes;
+  // server.send_timeout_ms then disconnects the client, giving back its connection, its in-flight
+  // count and its max_concurrent_requests slot.
+  it('a client that never reads is disconnected once its stream has given up, releasing its concurrency slot', { timeout: 30_000 }, async () => {
     const e2 = await startEndlessUpstream(4096);
     const g2 = await startGateway(`
+server: { send_timeout_ms: 1000 }
 backends: { e: { type: openai, base_url: "${e2.url}", stream_idle_timeout_ms: 500 } }
 models: { endless: { targets: [ { backend: e, model: endless } ] } }
 `);
@@ -270,15 +267,9 @@ admin: { key: "${ADMIN}" }
     assert.deepEqual(again.map((r) => r.status), Array<number>(MAX).fill(200));
   });
 
-  // BUG (metrics accounting): requests refused before a route handler runs are not counted in
-  // switchyard_requests_total. src/app.ts lines 73-74 run overloadGuard and authMiddleware on
-  // /v1/* before the route handlers, which are what set `log.route` (src/app.ts line 85); the access
-  // log (src/http/access-log.ts line 59) then skips metrics for route "unmatched". So every 503
-  // server_overloaded and every 401 from a bad client key is logged (route "unmatched") but
-  // invisible in requests_total: an operator watching the metrics cannot see the gateway shedding
-  // load. Reproduction: this test (or 40 concurrent streams against max_concurrent_requests: 4 →
-  // 36 × 503, requests_total only has the 4 × 2xx).
-  it.todo('503 server_overloaded and 401 refusals are counted in switchyard_requests_total', { timeout: 30_000 }, async () => {
+  // Refusals at the edge (503 server_overloaded, 401) happen before any route handler runs; the
+  // route is resolved before those guards, so they are counted under it.
+  it('503 server_overloaded and 401 refusals are counted in switchyard_requests_total', { timeout: 30_000 }, async () => {
     const counted0 = metricSum(await scrapeMetrics(gw.url, ADMIN), 'switchyard_requests_total');
     const replies: Reply[] = [];
     await pool(40, 40, async () => {

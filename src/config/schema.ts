@@ -22,6 +22,11 @@ export const serverSchema = z.strictObject({
   /** Time a client may take to send its request headers, and its whole request. */
   headers_timeout_ms: positiveInt.default(30_000),
   request_timeout_ms: positiveInt.default(120_000),
+  /**
+   * A client that accepts no more of its answer for this long (it stopped reading a stream, or a
+   * large body) is disconnected, so it cannot hold a connection and a concurrency slot forever.
+   */
+  send_timeout_ms: positiveInt.default(60_000),
 });
 
 const timeouts = {

@@ -42,8 +42,11 @@ export function answerHeaders(c: Context<AppEnv>): Record<string, string> {
   return out;
 }
 
-/** A complete answer: status, the collected headers plus `content-type`, and the body. */
-export function sendBody(c: Context<AppEnv>, status: number, contentType: string, body: string | Uint8Array<ArrayBuffer>): Response {
+/**
+ * A complete answer: status, the collected headers plus `content-type`, and the body. A client that
+ * has not taken all of it after `sendTimeoutMs` is disconnected.
+ */
+export function sendBody(c: Context<AppEnv>, status: number, contentType: string, body: string | Uint8Array<ArrayBuffer>, sendTimeoutMs: number): Response {
   const headers = answerHeaders(c);
   headers['content-type'] = contentType;
   const res = nodeResponse(c);
@@ -51,9 +54,35 @@ export function sendBody(c: Context<AppEnv>, status: number, contentType: string
   headers['content-length'] = String(typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength);
   res.writeHead(status, headers);
   res.end(body);
+  if (!res.writableFinished) abandonIfStuck(res, 'finish', sendTimeoutMs);
   return alreadySent();
 }
 
-export function sendJson(c: Context<AppEnv>, status: number, body: unknown): Response {
-  return sendBody(c, status, 'application/json', JSON.stringify(body));
+export function sendJson(c: Context<AppEnv>, status: number, body: unknown, sendTimeoutMs: number): Response {
+  return sendBody(c, status, 'application/json', JSON.stringify(body), sendTimeoutMs);
+}
+
+/**
+ * Destroys `res` (closing its connection) unless `event` ('finish': all of it handed to the OS;
+ * 'drain': room to write again) comes within `ms`. Resolves true on the event, false when the
+ * response was destroyed or had closed.
+ */
+export function abandonIfStuck(res: ServerResponse, event: 'finish' | 'drain', ms: number): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
+    const done = (ok: boolean): void => {
+      clearTimeout(timer);
+      res.off(event, onEvent);
+      res.off('close', onClose);
+      resolve(ok);
+    };
+    const onEvent = (): void => done(true);
+    const onClose = (): void => done(false);
+    const timer = setTimeout(() => {
+      done(false);
+      res.destroy();
+    }, ms);
+    timer.unref();
+    res.once(event, onEvent);
+    res.once('close', onClose);
+  });
 }

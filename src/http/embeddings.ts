@@ -16,7 +16,8 @@ export function embeddingsHandler(deps: Deps) {
     const r = await deps.gateway.embed(req, requestInfo(c));
     markRouted(c, r);
     markUsage(c, r.result.usage);
-    if (r.result instanceof RawEmbeddingResponse) return sendBody(c, 200, 'application/json', r.result.bytes);
-    return sendJson(c, 200, r.result);
+    const timeout = deps.config.server.send_timeout_ms;
+    if (r.result instanceof RawEmbeddingResponse) return sendBody(c, 200, 'application/json', r.result.bytes, timeout);
+    return sendJson(c, 200, r.result, timeout);
   };
 }

@@ -42,6 +42,7 @@ export function generationHandler<Req extends { model: string; stream?: boolean 
         res,
         answerHeaders(c),
         s.result,
+        deps.config.server.send_timeout_ms,
         (err) => {
           const u = log.cache === 'hit' ? undefined : s.usage.value;
           log.promptTokens = u?.prompt_tokens;
@@ -58,6 +59,6 @@ export function generationHandler<Req extends { model: string; stream?: boolean 
     const r = await g.once(deps, req, requestInfo(c));
     markRouted(c, r);
     markUsage(c, r.result.usage);
-    return sendJson(c, 200, r.result);
+    return sendJson(c, 200, r.result, deps.config.server.send_timeout_ms);
   };
 }

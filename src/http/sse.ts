@@ -13,6 +13,7 @@ import type { ServerResponse } from 'node:http';
 import { clientClosed } from '../backends/upstream-errors.ts';
 import { asGatewayError, toOpenAIError, type GatewayError } from '../errors.ts';
 import { jsonText } from '../protocol/event-text.ts';
+import { abandonIfStuck } from './direct.ts';
 
 const DONE = 'data: [DONE]\n\n';
 
@@ -29,12 +30,14 @@ export function sseEvent(data: unknown): string {
 /**
  * Sends the head (200, SSE_HEADERS plus `headers`) and then every chunk of `src`. `onEnd` is called
  * exactly once: with null after [DONE], or with the error that ended the stream (a client that went
- * away: 499 client_closed). `onFirstChunk` when the first chunk was handed to the socket.
+ * away, or took nothing for `sendTimeoutMs` and was disconnected: 499 client_closed).
+ * `onFirstChunk` when the first chunk was handed to the socket.
  */
 export function writeSse<T>(
   res: ServerResponse,
   headers: Record<string, string>,
   src: AsyncIterable<T>,
+  sendTimeoutMs: number,
   onEnd: (err: GatewayError | null) => void,
   onFirstChunk?: () => void,
 ): void {
@@ -47,12 +50,10 @@ export function writeSse<T>(
     onEnd(err);
   };
   let gone = false;
-  let wake: (() => void) | undefined;
   const onClose = (): void => {
     if (res.writableFinished) return;
     gone = true;
     end(clientClosed());
-    wake?.();
     void it.return?.(undefined)?.catch(() => {});
   };
   res.once('close', onClose);
@@ -76,14 +77,6 @@ export function writeSse<T>(
     }
     return res.write(s);
   };
-  const drained = (): Promise<void> =>
-    new Promise<void>((resolve) => {
-      wake = resolve;
-      res.once('drain', resolve);
-    }).finally(() => {
-      wake = undefined;
-    });
-
   void (async () => {
     let first = onFirstChunk;
     try {
@@ -100,7 +93,8 @@ export function writeSse<T>(
           first();
           first = undefined;
         }
-        if (!ok) await drained();
+        // a client that takes nothing more for sendTimeoutMs is disconnected (then `gone`)
+        if (!ok) await abandonIfStuck(res, 'drain', sendTimeoutMs);
         if (gone) return;
       }
     } catch (err) {
