@@ -14,7 +14,7 @@ import type { Commands } from './build.ts';
 import { load } from './measure.ts';
 import { freePort, startProc, stopProc, type Pinning, type Proc } from './procs.ts';
 import { summarize, writeFolded, type CpuProfile } from './profile-summary.ts';
-import { SCENARIOS, gatewayYaml } from './scenarios.ts';
+import { CACHE_SCENARIOS, SCENARIOS, gatewayYaml } from './scenarios.ts';
 
 const nowUs = (): number => Number(process.hrtime.bigint() / 1000n);
 
@@ -24,15 +24,16 @@ export async function profileScenarios(ids: string[], opts: { results: string; m
   const out: string[] = [];
   const gw = opts.commands;
   for (const id of ids) {
-    const sc = SCENARIOS.find((s) => s.id === id);
-    if (!sc) throw new Error(`unknown scenario "${id}" (known: ${SCENARIOS.map((s) => s.id).join(', ')})`);
+    const cached = CACHE_SCENARIOS.find((s) => s.id === id);
+    const sc = cached ?? SCENARIOS.find((s) => s.id === id);
+    if (!sc) throw new Error(`unknown scenario "${id}" (known: ${[...SCENARIOS, ...CACHE_SCENARIOS].map((s) => s.id).join(', ')})`);
     const name = `switchyard-${id}.cpuprofile`;
     // one file per thread (tsx's loader hooks run in a worker thread): write them apart, keep the main thread's
     const raw = join(dir, `raw-${id}`);
     rmSync(raw, { recursive: true, force: true });
     const port = await freePort();
     const yaml = join(opts.results, 'switchyard-profile.yaml');
-    writeFileSync(yaml, gatewayYaml({ port, mockPort: opts.mock.port, cache: false }));
+    writeFileSync(yaml, gatewayYaml({ port, mockPort: opts.mock.port, cache: cached !== undefined }));
     const sw = await startProc({
       name: 'switchyard (cpu-prof)',
       args: ['--cpu-prof', `--cpu-prof-dir=${raw}`, `--cpu-prof-interval=${opts.intervalUs}`, ...gw.gateway, '--config', yaml],

@@ -15,19 +15,16 @@ import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import type { Context } from 'hono';
 import type { AppEnv } from './types.ts';
 
-/** The header by which @hono/node-server recognises "the route wrote the response itself". */
-const SENT = [...RESPONSE_ALREADY_SENT.headers.keys()][0] ?? 'x-hono-already-sent';
-
 /**
- * A fresh "already sent" marker. Reading `.body` turns @hono/node-server's lightweight Response
- * into its native one, the kind it checks for the marker header; this survives Hono copying the
- * response when a middleware sets a header afterwards (a shared marker would not: Hono's copy of
- * it becomes a lightweight Response again, and node-server would write a second head).
+ * What a route that wrote its answer itself returns to Hono. @hono/node-server's own marker: a
+ * native Response (made when its module loaded, before it replaced the global Response), which it
+ * recognises and leaves alone. It is shared, so nothing may change it: no middleware reads or sets
+ * `c.res` on these answers (access-log.ts skips its header when the head was sent), and Hono sets
+ * it as the context's response without copying it because nothing created one before. A copy
+ * would be a lightweight Response that node-server writes again (test/response-heads.test.ts).
  */
 export function alreadySent(): Response {
-  const r = new Response(null, { headers: { [SENT]: 'true' } });
-  void r.body;
-  return r;
+  return RESPONSE_ALREADY_SENT;
 }
 
 /** The Node response to write to, when running on @hono/node-server (tests may call app.request). */

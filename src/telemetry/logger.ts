@@ -15,7 +15,36 @@ export interface Logger {
   error(msg: string, fields?: LogFields): void;
 }
 
-export function createLogger(level: LogLevel, sink: (line: string) => void = (l) => process.stdout.write(l)): Logger {
+/**
+ * stdout, written once per event-loop turn rather than once per line: under load that is one
+ * write system call for many request lines (stdout to a pipe or file is synchronous on Linux).
+ * Lines still pending when the process exits are written by an exit handler; only a hard kill
+ * (SIGKILL, out of memory) can lose the lines of the last turn.
+ */
+export function stdoutSink(write: (text: string) => void = (t) => void process.stdout.write(t)): (line: string) => void {
+  let pending = '';
+  let scheduled = false;
+  const flush = (): void => {
+    scheduled = false;
+    if (pending === '') return;
+    const text = pending;
+    pending = '';
+    write(text);
+  };
+  process.once('exit', flush);
+  return (line) => {
+    pending += line;
+    if (pending.length >= 64 * 1024) flush();
+    else if (!scheduled) {
+      scheduled = true;
+      setImmediate(flush);
+    }
+  };
+}
+
+let defaultSink: ((line: string) => void) | undefined;
+
+export function createLogger(level: LogLevel, sink: (line: string) => void = (defaultSink ??= stdoutSink())): Logger {
   const log =
     (lv: Exclude<LogLevel, 'silent'>) =>
     (msg: string, fields?: LogFields): void => {

@@ -1,0 +1,43 @@
+/**
+ * The stdout sink: lines of one event-loop turn leave in one write, in order; a big backlog is
+ * written at once; nothing is lost or reordered.
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { setImmediate as turn } from 'node:timers/promises';
+import { createLogger, stdoutSink } from './logger.ts';
+
+describe('stdoutSink', () => {
+  test('lines of one turn are written together, in order, on the next turn', async () => {
+    const writes: string[] = [];
+    const log = createLogger('info', stdoutSink((t) => writes.push(t)));
+    log.info('one', { n: 1 });
+    log.info('two', { n: 2 });
+    log.debug('hidden');
+    assert.equal(writes.length, 0, 'nothing written synchronously');
+    await turn();
+    assert.equal(writes.length, 1);
+    const lines = (writes[0] ?? '').trimEnd().split('\n').map((l) => JSON.parse(l) as { msg: string; n: number });
+    assert.deepEqual(
+      lines.map((l) => [l.msg, l.n]),
+      [
+        ['one', 1],
+        ['two', 2],
+      ],
+    );
+    log.warn('three');
+    await turn();
+    assert.equal(writes.length, 2);
+    assert.match(writes[1] ?? '', /"msg":"three"/);
+  });
+
+  test('a backlog over 64 KiB is written at once, and the rest follows', async () => {
+    const writes: string[] = [];
+    const sink = stdoutSink((t) => writes.push(t));
+    const line = `${'x'.repeat(1023)}\n`;
+    for (let i = 0; i < 100; i++) sink(line);
+    assert.equal(writes.length, 1, 'flushed when the backlog reached 64 KiB');
+    await turn();
+    assert.equal(writes.join('').length, 100 * 1024);
+  });
+});
