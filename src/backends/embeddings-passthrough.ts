@@ -9,10 +9,11 @@
  * everything outside the vectors is fully validated (object/list markers, one item per input, in
  * index order, numeric usage). The vectors themselves are checked for their delimiters: a float
  * array holds no string, object or nested array, a base64 string has no escapes and every one has
- * the same length and the base64 alphabet. The first float array is also checked against the JSON
- * number grammar, so an upstream that writes NaN or garbage is caught. What is not checked is the
- * number grammar inside the other arrays (a stray `1..2` in vector 7 would reach the client as
- * the upstream sent it); checking it costs as much as the whole request through a bare proxy.
+ * the same length. The start of the first vector (its first 4 KiB) is checked against the JSON
+ * number grammar or the base64 alphabet, so an upstream that writes NaN, garbage or another
+ * encoding is caught. What is not checked is the grammar of the rest of the vectors (a stray
+ * `1..2` in vector 7 would reach the client as the upstream sent it); checking all of it costs as
+ * much as the whole request through a bare proxy.
  *
  * Anything unexpected (another format than asked, unsorted items, missing usage, nested arrays, …)
  * answers undefined, and the caller takes the full parse-and-normalise path, which converts,
@@ -32,6 +33,16 @@ const COLON = 0x3a;
 /** One JSON number, then `, number` any number of times (the inside of a float array). */
 const NUMBERS = /^\s*-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?\s*(?:,\s*-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?\s*)*$/;
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
+/** How much of the first vector is checked character by character. */
+const SAMPLE = 4096;
+
+/** The first SAMPLE bytes of a float array's inside, cut after its last whole number. */
+function sample(b: Buffer, from: number, to: number): string {
+  if (to - from <= SAMPLE) return b.toString('latin1', from, to);
+  const cut = b.lastIndexOf(0x2c, from + SAMPLE);
+  return b.toString('latin1', from, cut > from ? cut : to);
+}
 
 function isWs(c: number | undefined): boolean {
   return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
@@ -83,7 +94,7 @@ export function sniffEmbeddings(bytes: Buffer<ArrayBuffer>, format: 'float' | 'b
       if (has(bytes, OPEN, start + 1, end) || has(bytes, QUOTE, start + 1, end) || has(bytes, BRACE_OPEN, start + 1, end) || has(bytes, BRACE_CLOSE, start + 1, end)) {
         return undefined;
       }
-      if (n === 0 && !NUMBERS.test(bytes.toString('latin1', start + 1, end))) return undefined;
+      if (n === 0 && !NUMBERS.test(sample(bytes, start + 1, end))) return undefined;
     } else {
       if (bytes[start] !== QUOTE) return undefined;
       end = bytes.indexOf(QUOTE, start + 1);
@@ -91,7 +102,10 @@ export function sniffEmbeddings(bytes: Buffer<ArrayBuffer>, format: 'float' | 'b
       const len = end - start - 1;
       // one request's vectors share a dimension; 4 base64 chars per 3 bytes, 4 bytes per float32
       if (b64Length === -1) {
-        if (len % 4 !== 0 || len === 0 || !BASE64.test(bytes.toString('latin1', start + 1, end)) || Buffer.byteLength(bytes.toString('latin1', start + 1, end), 'base64') % 4 !== 0) {
+        // whole float32 values: 4 bytes each, so the decoded length (3 bytes per 4 chars, less the
+        // padding) must be a multiple of 4
+        const pad = bytes[end - 1] === 0x3d ? (bytes[end - 2] === 0x3d ? 2 : 1) : 0;
+        if (len % 4 !== 0 || len === 0 || ((len / 4) * 3 - pad) % 4 !== 0 || !BASE64.test(bytes.toString('latin1', start + 1, Math.min(end, start + 1 + SAMPLE)))) {
           return undefined;
         }
         b64Length = len;
