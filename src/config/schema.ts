@@ -23,8 +23,9 @@ export const serverSchema = z.strictObject({
   headers_timeout_ms: positiveInt.default(30_000),
   request_timeout_ms: positiveInt.default(120_000),
   /**
-   * A client that accepts no more of its answer for this long (it stopped reading a stream, or a
-   * large body) is disconnected, so it cannot hold a connection and a concurrency slot forever.
+   * A client that accepts no more of its stream for this long (it stopped reading) is disconnected,
+   * so it cannot hold a connection and a concurrency slot forever; a whole answer must be taken
+   * within this plus a second per 64 KiB.
    */
   send_timeout_ms: positiveInt.default(60_000),
 });

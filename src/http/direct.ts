@@ -41,7 +41,7 @@ export function answerHeaders(c: Context<AppEnv>): Record<string, string> {
 
 /**
  * A complete answer: status, the collected headers plus `content-type`, and the body. A client that
- * has not taken all of it after `sendTimeoutMs` is disconnected.
+ * has not taken all of it after `sendTimeoutMs` (plus a second per 64 KiB) is disconnected.
  */
 export function sendBody(c: Context<AppEnv>, status: number, contentType: string, body: string | Uint8Array<ArrayBuffer>, sendTimeoutMs: number): Response {
   const headers = answerHeaders(c);
@@ -51,7 +51,9 @@ export function sendBody(c: Context<AppEnv>, status: number, contentType: string
   headers['content-length'] = String(typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength);
   res.writeHead(status, headers);
   res.end(body);
-  if (!res.writableFinished) abandonIfStuck(res, 'finish', sendTimeoutMs);
+  // Node cannot tell how much of one large write the client took so far: allow the timeout plus a
+  // second per 64 KiB (a client slower than that on a big answer is cut too).
+  if (!res.writableFinished) void abandonIfStuck(res, 'finish', sendTimeoutMs + Math.ceil(Number(headers['content-length']) / 65536) * 1000);
   return alreadySent();
 }
 
