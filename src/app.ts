@@ -80,12 +80,15 @@ export function createApp(deps: Deps): Hono<AppEnv> {
 
   // The route is known before the guards run, so what they refuse (503 server_overloaded, 401) is
   // counted in the request metrics under it.
-  const exact = new Map(routes.filter(([, p]) => !p.includes(':')).map(([m, p]) => [`${m} ${p}`, p]));
-  const modelRoute = '/v1/models/:model{.+}';
+  // (a `:param{.+}` route matches its prefix followed by anything non-empty)
+  const matchers = routes.map(([method, path]) => {
+    const param = path.indexOf(':');
+    const prefix = param < 0 ? path : path.slice(0, param);
+    return { method, path, matches: (p: string): boolean => (param < 0 ? p === path : p.length > prefix.length && p.startsWith(prefix)) };
+  });
   app.use('/v1/*', async (c, next) => {
-    const path = c.req.path;
-    const known = exact.get(`${c.req.method} ${path}`) ?? (c.req.method === 'GET' && path.startsWith('/v1/models/') && path.length > 11 ? modelRoute : undefined);
-    if (known !== undefined) c.get('log').route = known;
+    const known = matchers.find((r) => r.method === c.req.method && r.matches(c.req.path));
+    if (known) c.get('log').route = known.path;
     await next();
   });
   app.use('/v1/*', overloadGuard(deps.config.server.max_concurrent_requests));

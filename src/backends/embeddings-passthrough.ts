@@ -100,7 +100,7 @@ export function sniffEmbeddings(bytes: Buffer<ArrayBuffer>, format: 'float' | 'b
       end = bytes.indexOf(QUOTE, start + 1);
       if (end < 0 || has(bytes, BACKSLASH, start + 1, end)) return undefined;
       const len = end - start - 1;
-      // one request's vectors share a dimension; 4 base64 chars per 3 bytes, 4 bytes per float32
+      // one request's vectors share a dimension, so every string has the first one's length
       if (b64Length === -1) {
         // whole float32 values: 4 bytes each, so the decoded length (3 bytes per 4 chars, less the
         // padding) must be a multiple of 4

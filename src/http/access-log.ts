@@ -9,6 +9,7 @@ import type { MiddlewareHandler } from 'hono';
 import type { Deps } from '../deps.ts';
 import { costUsd } from '../telemetry/cost.ts';
 import { statusClass } from '../telemetry/metrics.ts';
+import { nodeResponse } from './direct.ts';
 import type { AppEnv, RequestLog } from './types.ts';
 
 const REQUEST_ID = /^[A-Za-z0-9._:@\-]{1,128}$/;
@@ -24,7 +25,7 @@ export function accessLog(deps: Deps): MiddlewareHandler<AppEnv> {
     const log: RequestLog = { route: 'unmatched', startedAt };
     c.set('log', log);
     c.set('out', {});
-    const outgoing = (c.env as AppEnv['Bindings'] | undefined)?.outgoing;
+    const outgoing = nodeResponse(c);
     let counted = false;
     const track = (): void => {
       if (counted) return;

@@ -48,12 +48,13 @@ export function sendBody(c: Context<AppEnv>, status: number, contentType: string
   headers['content-type'] = contentType;
   const res = nodeResponse(c);
   if (!res) return c.body(body, status as 200, headers);
-  headers['content-length'] = String(typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength);
+  const length = typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength;
+  headers['content-length'] = String(length);
   res.writeHead(status, headers);
   res.end(body);
   // Node cannot tell how much of one large write the client took so far: allow the timeout plus a
   // second per 64 KiB (a client slower than that on a big answer is cut too).
-  if (!res.writableFinished) void abandonIfStuck(res, 'finish', sendTimeoutMs + Math.ceil(Number(headers['content-length']) / 65536) * 1000);
+  if (!res.writableFinished) void abandonIfStuck(res, 'finish', sendTimeoutMs + Math.ceil(length / 65536) * 1000);
   return alreadySent();
 }
 

@@ -5,6 +5,7 @@
  */
 import type { MiddlewareHandler } from 'hono';
 import { GatewayError } from '../errors.ts';
+import { nodeResponse } from './direct.ts';
 import type { AppEnv } from './types.ts';
 
 export function overloadGuard(max: number): MiddlewareHandler<AppEnv> {
@@ -26,7 +27,7 @@ export function overloadGuard(max: number): MiddlewareHandler<AppEnv> {
       released = true;
       active--;
     };
-    const outgoing = (c.env as AppEnv['Bindings'] | undefined)?.outgoing;
+    const outgoing = nodeResponse(c);
     if (outgoing) outgoing.once('close', release);
     try {
       await next();

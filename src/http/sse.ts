@@ -12,17 +12,18 @@ import type { ServerResponse } from 'node:http';
 import { clientClosed } from '../backends/upstream-errors.ts';
 import { asGatewayError, toOpenAIError, type GatewayError } from '../errors.ts';
 import { jsonText } from '../protocol/event-text.ts';
+import { WriteBatch } from '../write-batch.ts';
 import { abandonIfStuck } from './direct.ts';
 
 const DONE = 'data: [DONE]\n\n';
 
-export const SSE_HEADERS: Readonly<Record<string, string>> = {
+const SSE_HEADERS: Readonly<Record<string, string>> = {
   'content-type': 'text/event-stream; charset=utf-8',
   'cache-control': 'no-cache, no-transform',
   'x-accel-buffering': 'no',
 };
 
-export function sseEvent(data: unknown): string {
+function sseEvent(data: unknown): string {
   return `data: ${jsonText(data)}\n\n`;
 }
 
@@ -60,33 +61,20 @@ export function writeSse<T>(
   // chunks that arrive together are joined and leave in one write on the next tick: one chunked
   // frame and one system call per batch instead of per chunk, and no added wait.
   let eager = 2;
-  let pending = '';
-  let scheduled = false;
-  const flush = (): void => {
-    scheduled = false;
-    if (pending === '' || gone) return;
-    const text = pending;
-    pending = '';
-    res.write(text);
-  };
+  const batch = new WriteBatch((text) => {
+    if (!gone) res.write(text);
+  }, process.nextTick);
   const write = (text: string): void => {
     if (eager > 0) {
       eager--;
       res.write(text);
-      return;
-    }
-    pending += text;
-    if (pending.length >= 64 * 1024) flush();
-    else if (!scheduled) {
-      scheduled = true;
-      process.nextTick(flush);
+    } else {
+      batch.push(text);
     }
   };
   /** The last write(s) and the end of the response. */
   const finish = (tail: string): void => {
-    const text = pending + tail;
-    pending = '';
-    res.end(text);
+    res.end(batch.take() + tail);
   };
   void (async () => {
     let first = onFirstChunk;

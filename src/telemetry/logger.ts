@@ -2,6 +2,7 @@
  * JSON-lines logger: one object per line on stdout (or any sink). Prompts, completions and keys
  * are never passed to it; callers log ids, names, numbers and statuses only.
  */
+import { WriteBatch } from '../write-batch.ts';
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent';
 export type LogFields = Record<string, string | number | boolean | null | undefined>;
 
@@ -22,24 +23,9 @@ export interface Logger {
  * (SIGKILL, out of memory) can lose the lines of the last turn.
  */
 export function stdoutSink(write: (text: string) => void = (t) => void process.stdout.write(t)): (line: string) => void {
-  let pending = '';
-  let scheduled = false;
-  const flush = (): void => {
-    scheduled = false;
-    if (pending === '') return;
-    const text = pending;
-    pending = '';
-    write(text);
-  };
-  process.once('exit', flush);
-  return (line) => {
-    pending += line;
-    if (pending.length >= 64 * 1024) flush();
-    else if (!scheduled) {
-      scheduled = true;
-      setImmediate(flush);
-    }
-  };
+  const batch = new WriteBatch(write, setImmediate);
+  process.once('exit', batch.flush);
+  return (line) => batch.push(line);
 }
 
 let defaultSink: ((line: string) => void) | undefined;
