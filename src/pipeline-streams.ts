@@ -4,22 +4,55 @@
  * once however the stream stops, and replay of cached chunks.
  */
 import type { Chunk, Usage } from './pipeline.ts';
+import { DONE, pollable, type Pollable } from './pollable.ts';
 import { droppedUsageNull } from './protocol/event-text.ts';
 
 /** Drops the usage chunk (and `usage: null` fields) the client did not ask for; records usage. */
-export async function* shapeUsage<T extends Chunk>(src: AsyncIterable<T>, clientWantsUsage: boolean, sink: { value: Usage | undefined }): AsyncGenerator<T> {
-  for await (const chunk of src) {
-    if (chunk.usage) sink.value = chunk.usage;
-    if (clientWantsUsage) {
-      yield chunk;
-      continue;
+export function shapeUsage<T extends Chunk>(src: AsyncIterable<T>, clientWantsUsage: boolean, sink: { value: Usage | undefined }): AsyncIterableIterator<T> {
+  return new ShapeUsage(src[Symbol.asyncIterator](), clientWantsUsage, sink);
+}
+
+class ShapeUsage<T extends Chunk> implements AsyncIterableIterator<T>, Pollable<T> {
+  constructor(
+    private readonly it: AsyncIterator<T>,
+    private readonly clientWantsUsage: boolean,
+    private readonly sink: { value: Usage | undefined },
+  ) {}
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  poll(): IteratorResult<T> | undefined {
+    const p = pollable(this.it);
+    if (!p) return undefined;
+    for (;;) {
+      const r = p.poll();
+      if (r === undefined || r.done || this.shape(r.value)) return r;
     }
-    if (chunk.usage && chunk.choices.length === 0) continue;
+  }
+
+  async next(): Promise<IteratorResult<T>> {
+    for (;;) {
+      const r = await this.it.next();
+      if (r.done || this.shape(r.value)) return r;
+    }
+  }
+
+  async return(v?: unknown): Promise<IteratorResult<T>> {
+    return (await this.it.return?.(v)) ?? DONE;
+  }
+
+  /** Records the chunk's usage and shapes it for the client; false when the client does not get it. */
+  private shape(chunk: T): boolean {
+    if (chunk.usage) this.sink.value = chunk.usage;
+    if (this.clientWantsUsage) return true;
+    if (chunk.usage && chunk.choices.length === 0) return false;
     if ('usage' in chunk) {
       delete chunk.usage;
       droppedUsageNull(chunk);
     }
-    yield chunk;
+    return true;
   }
 }
 
@@ -34,9 +67,21 @@ export function ended<T>(src: AsyncIterable<T>, signal: AbortSignal, onEnd: () =
   };
   signal.addEventListener('abort', finish, { once: true });
   return {
-    [Symbol.asyncIterator]: () => {
+    [Symbol.asyncIterator]: (): Pollable<T> => {
       const it = src[Symbol.asyncIterator]();
       return {
+        poll() {
+          const p = pollable(it);
+          if (!p) return undefined;
+          try {
+            const r = p.poll();
+            if (r?.done) finish();
+            return r;
+          } catch (err) {
+            finish();
+            throw err;
+          }
+        },
         async next() {
           try {
             const r = await it.next();
@@ -49,7 +94,7 @@ export function ended<T>(src: AsyncIterable<T>, signal: AbortSignal, onEnd: () =
         },
         async return(v?: unknown) {
           finish();
-          return (await it.return?.(v)) ?? { done: true, value: undefined };
+          return (await it.return?.(v)) ?? DONE;
         },
       };
     },

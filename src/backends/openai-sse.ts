@@ -7,6 +7,7 @@ import { StringDecoder } from 'node:string_decoder';
 import { createParser, type EventSourceParser, type ParseError } from 'eventsource-parser';
 import type { Dispatcher } from 'undici';
 import { GatewayError } from '../errors.ts';
+import { DONE, type Pollable } from '../pollable.ts';
 import { keepText } from '../protocol/event-text.ts';
 import type { OpenAIHttpOptions } from './openai-http.ts';
 import { redact, upstreamMalformed } from './upstream-errors.ts';
@@ -21,7 +22,7 @@ export type Body = Dispatcher.ResponseData['body'];
  * only when the payloads of the previous one are used up, so nothing buffers beyond one chunk
  * (and one unfinished event, capped).
  */
-export class SseIterator implements AsyncIterableIterator<unknown> {
+export class SseIterator implements AsyncIterableIterator<unknown>, Pollable<unknown> {
   private readonly it: AsyncIterator<Buffer>;
   private readonly decoder = new StringDecoder('utf8');
   private readonly parser: EventSourceParser;
@@ -65,26 +66,32 @@ export class SseIterator implements AsyncIterableIterator<unknown> {
     return this;
   }
 
+  /** The next payload when one is read already, the failure or the end; undefined when a read is needed. */
+  poll(): IteratorResult<unknown> | undefined {
+    while (this.head < this.ready.length) {
+      const data = this.ready[this.head++] as string;
+      if (this.head === this.ready.length) {
+        this.ready.length = 0;
+        this.head = 0;
+      }
+      // parsed when taken, not when read: the first event of a read leaves before the others are parsed
+      const value = this.parse(data);
+      if (value !== undefined) return { done: false, value };
+    }
+    if (this.failure !== undefined) {
+      const f = this.failure;
+      this.failure = undefined;
+      this.close();
+      throw f;
+    }
+    if (this.finished) return DONE;
+    return undefined;
+  }
+
   async next(): Promise<IteratorResult<unknown>> {
     for (;;) {
-      if (this.head < this.ready.length) {
-        const data = this.ready[this.head++] as string;
-        if (this.head === this.ready.length) {
-          this.ready.length = 0;
-          this.head = 0;
-        }
-        // parsed when taken, not when read: the first event of a read leaves before the others are parsed
-        const value = this.parse(data);
-        if (value === undefined) continue;
-        return { done: false, value };
-      }
-      if (this.failure !== undefined) {
-        const f = this.failure;
-        this.failure = undefined;
-        this.close();
-        throw f;
-      }
-      if (this.finished) return { done: true, value: undefined };
+      const ready = this.poll();
+      if (ready !== undefined) return ready;
       let r: IteratorResult<Buffer>;
       try {
         r = await this.it.next();

@@ -2,16 +2,17 @@
  * The only writer of "data: " lines. Writes an async iterable of chunks to the client as Server-Sent
  * Events, straight to Node's ServerResponse, pulling no more chunks while Node's buffer for the
  * client is full (so a slow client slows the upstream read instead of growing a buffer). Chunks
- * that are ready together (read from one upstream read) are joined and leave in one write on the
- * next tick, which adds no wait; only the first two chunks are written at once, so the first
- * token does not wait for the rest of its batch. A failure after the commit point becomes a final `data: {"error":…}` event — which the OpenAI SDKs raise as an APIError —
+ * are joined into one write per event-loop turn, which adds no wait; the chunk at the router's
+ * commit point is written at once with what is held before it, so the first token does not wait
+ * for the rest of its batch. A failure after the commit point becomes a final `data: {"error":…}` event — which the OpenAI SDKs raise as an APIError —
  * and the stream ends without `[DONE]`, so the loss is visible. A client that goes away stops the
  * pull and returns the iterator; the upstream request is aborted through the request's signal.
  */
 import type { ServerResponse } from 'node:http';
 import { clientClosed } from '../backends/upstream-errors.ts';
 import { asGatewayError, toOpenAIError, type GatewayError } from '../errors.ts';
-import { jsonText } from '../protocol/event-text.ts';
+import { pollable } from '../pollable.ts';
+import { isFlushPoint, jsonText } from '../protocol/event-text.ts';
 import { WriteBatch } from '../write-batch.ts';
 import { abandonIfStuck } from './direct.ts';
 
@@ -43,6 +44,7 @@ export function writeSse<T>(
 ): void {
   res.writeHead(200, { ...headers, ...SSE_HEADERS });
   const it = src[Symbol.asyncIterator]();
+  const poll = pollable(it);
   let ended = false;
   const end = (err: GatewayError | null): void => {
     if (ended) return;
@@ -57,45 +59,49 @@ export function writeSse<T>(
     void it.return?.(undefined)?.catch(() => {});
   };
   res.once('close', onClose);
-  // The first two chunks (in OpenAI's shape: the role, then the first token) leave at once. Later
-  // chunks that arrive together are joined and leave in one write on the next tick: one chunked
-  // frame and one system call per batch instead of per chunk, and no added wait.
-  let eager = 2;
-  const batch = new WriteBatch((text) => {
-    if (!gone) res.write(text);
-  }, process.nextTick);
-  const write = (text: string): void => {
-    if (eager > 0) {
-      eager--;
-      res.write(text);
-    } else {
-      batch.push(text);
+  // Chunks are joined and leave in one write at the end of the event-loop turn (one chunked frame
+  // and one system call per batch instead of per chunk; a stream read in one go leaves in one
+  // write with its end), except that the chunk at the commit point (the first token) sends what
+  // is held at once, so the first token never waits for the rest of its batch.
+  let first = onFirstChunk;
+  const send = (text: string): void => {
+    if (gone) return;
+    res.write(text);
+    if (first) {
+      first();
+      first = undefined;
     }
   };
+  const batch = new WriteBatch(send, setImmediate);
   /** The last write(s) and the end of the response. */
   const finish = (tail: string): void => {
-    res.end(batch.take() + tail);
+    const held = batch.take();
+    if (held !== '' && first) {
+      first();
+      first = undefined;
+    }
+    res.end(held + tail);
   };
   void (async () => {
-    let first = onFirstChunk;
     try {
       for (;;) {
         // Node's buffer is full: pull nothing more until the client takes some of it; a client
         // that takes nothing for sendTimeoutMs is disconnected (then `gone`)
         if (res.writableNeedDrain) await abandonIfStuck(res, 'drain', sendTimeoutMs);
         if (gone) return;
-        const r = await it.next();
-        if (gone) return;
+        // a chunk that is ready now is taken without a promise (pollable.ts)
+        let r = poll?.poll();
+        if (r === undefined) {
+          r = await it.next();
+          if (gone) return;
+        }
         if (r.done) {
           finish(DONE);
           end(null);
           return;
         }
-        write(sseEvent(r.value));
-        if (first) {
-          first();
-          first = undefined;
-        }
+        if (isFlushPoint(r.value)) send(batch.take() + sseEvent(r.value));
+        else batch.push(sseEvent(r.value));
       }
     } catch (err) {
       if (gone) return;

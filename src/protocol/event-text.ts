@@ -43,3 +43,19 @@ export function droppedUsageNull(value: object): void {
   else if (t[end] === ',') texts.set(value, t.slice(0, i) + t.slice(end + 1));
   else texts.set(value, t.slice(0, i) + t.slice(end));
 }
+
+/**
+ * Chunks after which the SSE writer sends what it holds at once instead of at the end of the
+ * event-loop turn: the router marks the chunk at a stream's commit point, so the client's first
+ * token leaves in one write with the chunks buffered before it, while the rest of the stream is
+ * joined into as few writes as possible.
+ */
+const flushPoints = new WeakSet<object>();
+
+export function markFlushPoint(value: unknown): void {
+  if (typeof value === 'object' && value !== null) flushPoints.add(value);
+}
+
+export function isFlushPoint(value: unknown): boolean {
+  return typeof value === 'object' && value !== null && flushPoints.has(value);
+}

@@ -8,6 +8,8 @@
  * The target's breaker and latency stats learn the outcome when the stream ends.
  */
 import { GatewayError } from '../errors.ts';
+import { DONE, pollable, type Pollable } from '../pollable.ts';
+import { markFlushPoint } from '../protocol/event-text.ts';
 import type { Attempt } from './attempt.ts';
 import type { TargetHealth } from './health-state.ts';
 import type { Clock, ResolvedTarget } from './router.ts';
@@ -74,62 +76,115 @@ export async function openCommitted<T>(args: OpenCommittedArgs<T>): Promise<Asyn
       if (hooks.completes(r.value)) completed = true;
       if (hooks.commits(r.value) || buffered.length >= MAX_PRECOMMIT_CHUNKS) break;
     }
+    // the client's first write: the buffered chunks up to this one leave together
+    markFlushPoint(buffered[buffered.length - 1]);
     const ttft = clock.now() - started;
     a.arm(args.idleTimeoutMs, 'send the next chunk within the stream idle timeout');
-    return committed(args, it, buffered, completed, started, ttft);
+    return new Committed(args, it, buffered, completed, started, ttft);
   } catch (err) {
     void it?.return?.(undefined)?.catch(() => {});
     throw err;
   }
 }
 
-async function* committed<T>(
-  args: OpenCommittedArgs<T>,
-  it: AsyncIterator<T>,
-  buffered: T[],
-  completedAlready: boolean,
-  started: number,
-  ttft: number,
-): AsyncGenerator<T> {
-  const { attempt: a, hooks, health, clock } = args;
-  let completed = completedAlready;
-  let outcome: 'success' | 'failure' | 'neutral' = 'neutral';
-  try {
-    for (const c of buffered) yield c;
-    buffered.length = 0;
-    for (;;) {
-      let r: IteratorResult<T>;
-      try {
-        r = await it.next();
-      } catch (err) {
-        const e = args.classify(err);
-        outcome = e.status === 499 ? 'neutral' : 'failure';
-        throw e;
-      }
-      if (r.done) {
-        const aborted = endedByAbort(a, args.classify);
-        if (aborted) {
-          outcome = aborted.status === 499 ? 'neutral' : 'failure';
-          throw aborted;
-        }
-        if (!completed) {
-          outcome = 'failure';
-          throw truncated(args.target.backend);
-        }
-        outcome = 'success';
-        return;
-      }
-      a.refresh();
-      if (!completed && hooks.completes(r.value)) completed = true;
-      yield r.value;
+/**
+ * The stream after the commit point: the buffered chunks, then the rest as they arrive, with the
+ * idle timeout re-armed on each. The target's breaker and stats learn the outcome exactly once —
+ * on a clean end, a failure, or the consumer returning early (neutral: the client went away).
+ */
+class Committed<T> implements AsyncIterableIterator<T>, Pollable<T> {
+  private next_ = 0;
+  private settled = false;
+
+  constructor(
+    private readonly args: OpenCommittedArgs<T>,
+    private readonly it: AsyncIterator<T>,
+    private buffered: T[],
+    private completed: boolean,
+    private readonly started: number,
+    private readonly ttft: number,
+  ) {}
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  poll(): IteratorResult<T> | undefined {
+    if (this.settled) return DONE;
+    if (this.next_ < this.buffered.length) return this.take();
+    const p = pollable(this.it);
+    if (!p) return undefined;
+    let r: IteratorResult<T> | undefined;
+    try {
+      r = p.poll();
+    } catch (err) {
+      throw this.failed(err);
     }
-  } finally {
-    // Reached on a clean end, an error, or the client going away (the consumer's return()).
+    return r === undefined ? undefined : this.handle(r);
+  }
+
+  async next(): Promise<IteratorResult<T>> {
+    if (this.settled) return DONE;
+    if (this.next_ < this.buffered.length) return this.take();
+    let r: IteratorResult<T>;
+    try {
+      r = await this.it.next();
+    } catch (err) {
+      throw this.failed(err);
+    }
+    return this.handle(r);
+  }
+
+  /** The consumer stopped early (the client went away): neutral for the target. */
+  async return(): Promise<IteratorResult<T>> {
+    this.settle('neutral');
+    return DONE;
+  }
+
+  private take(): IteratorResult<T> {
+    const value = this.buffered[this.next_++] as T;
+    if (this.next_ === this.buffered.length) {
+      this.buffered = [];
+      this.next_ = 0;
+    }
+    return { done: false, value };
+  }
+
+  private handle(r: IteratorResult<T>): IteratorResult<T> {
+    if (r.done) {
+      const aborted = endedByAbort(this.args.attempt, this.args.classify);
+      if (aborted) {
+        this.settle(aborted.status === 499 ? 'neutral' : 'failure');
+        throw aborted;
+      }
+      if (!this.completed) {
+        this.settle('failure');
+        throw truncated(this.args.target.backend);
+      }
+      this.settle('success');
+      return DONE;
+    }
+    this.args.attempt.refresh();
+    if (!this.completed && this.args.hooks.completes(r.value)) this.completed = true;
+    return r;
+  }
+
+  private failed(err: unknown): GatewayError {
+    const e = this.args.classify(err);
+    this.settle(e.status === 499 ? 'neutral' : 'failure');
+    return e;
+  }
+
+  private settle(outcome: 'success' | 'failure' | 'neutral'): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.buffered = [];
+    const { attempt: a, health, clock } = this.args;
     a.done(outcome !== 'success');
-    if (outcome !== 'success') void it.return?.(undefined)?.catch(() => {});
+    if (outcome !== 'success') void this.it.return?.(undefined)?.catch(() => {});
     const now = clock.now();
     health.breaker.record(outcome, now);
-    if (outcome === 'success') health.stats.observeSuccess(now, now - started, ttft);
+    if (outcome === 'success') health.stats.observeSuccess(now, now - this.started, this.ttft);
     else if (outcome === 'failure') health.stats.observeFailure(now);
   }
 }

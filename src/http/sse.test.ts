@@ -1,0 +1,129 @@
+/**
+ * writeSse on a real node:http response: how a stream's chunks are grouped into socket writes
+ * (the first token at once with what was buffered before it; the rest of a batch joined; a stream
+ * read in one go ends in the same write as its last chunk; chunks that arrive apart are not held),
+ * and that pollable and plain async sources produce the same bytes.
+ */
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { describe, test } from 'node:test';
+import { DONE, type Pollable } from '../pollable.ts';
+import { markFlushPoint } from '../protocol/event-text.ts';
+import { writeSse } from './sse.ts';
+
+interface Captured {
+  /** each res.write / res.end payload, in order ('end:' prefixed for the end) */
+  writes: string[];
+  /** what the client received */
+  body: string;
+  ended: Error | null | undefined;
+}
+
+/** Serves one request with writeSse(src) and records the payload of every write and end. */
+async function capture(src: AsyncIterable<object>): Promise<Captured> {
+  const writes: string[] = [];
+  let ended: Error | null | undefined;
+  const server = http.createServer((_req, res) => {
+    const write = res.write.bind(res) as (chunk: string) => boolean;
+    const end = res.end.bind(res) as (chunk?: string) => http.ServerResponse;
+    res.write = ((chunk: string) => (writes.push(String(chunk)), write(chunk))) as typeof res.write;
+    res.end = ((chunk?: string) => (writes.push(`end:${chunk ?? ''}`), end(chunk))) as typeof res.end;
+    writeSse(res, {}, src, 5000, (err) => (ended = err));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  try {
+    const port = (server.address() as AddressInfo).port;
+    const body = await new Promise<string>((resolve, reject) => {
+      http
+        .get({ port, host: '127.0.0.1', path: '/' }, (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (d: string) => (text += d));
+          res.on('end', () => resolve(text));
+        })
+        .on('error', reject);
+    });
+    return { writes, body, ended };
+  } finally {
+    await new Promise<void>((r) => server.close(() => r()));
+  }
+}
+
+function chunks(n: number, flushAt: number): object[] {
+  const out = Array.from({ length: n }, (_, i) => ({ i }));
+  markFlushPoint(out[flushAt]);
+  return out;
+}
+
+/** Hands out `items` synchronously through poll(), as a stream read in one upstream read does. */
+function pollableOf(items: object[]): AsyncIterable<object> {
+  let i = 0;
+  const it: Pollable<object> = {
+    poll: () => (i < items.length ? { done: false, value: items[i++] as object } : DONE),
+    next: async () => (i < items.length ? { done: false, value: items[i++] as object } : DONE),
+  };
+  return { [Symbol.asyncIterator]: () => it };
+}
+
+async function* plainOf(items: object[]): AsyncGenerator<object> {
+  for (const c of items) yield c;
+}
+
+const expected = (n: number): string => `${Array.from({ length: n }, (_, i) => `data: {"i":${i}}\n\n`).join('')}data: [DONE]\n\n`;
+
+describe('writeSse: socket writes', () => {
+  test('a stream read in one go: the first token (with the chunk before it) in one write, everything else with the end', async () => {
+    const c = await capture(pollableOf(chunks(22, 1)));
+    assert.equal(c.body, expected(22));
+    assert.deepEqual(c.writes, ['data: {"i":0}\n\ndata: {"i":1}\n\n', `end:${expected(22).slice('data: {"i":0}\n\ndata: {"i":1}\n\n'.length)}`]);
+    assert.equal(c.ended, null);
+  });
+
+  test('a plain async source gives the same bytes, and its batch is joined too', async () => {
+    const c = await capture(plainOf(chunks(22, 1)));
+    assert.equal(c.body, expected(22));
+    assert.equal(c.writes[0], 'data: {"i":0}\n\ndata: {"i":1}\n\n');
+    assert.ok(c.writes.length <= 3, `${c.writes.length} writes`);
+  });
+
+  test('without a flush point (a replayed stream) everything leaves together', async () => {
+    const c = await capture(pollableOf(Array.from({ length: 5 }, (_, i) => ({ i }))));
+    assert.equal(c.body, expected(5));
+    assert.deepEqual(c.writes, [`end:${expected(5)}`]);
+  });
+
+  test('chunks that arrive apart are written apart, none held for the next', async () => {
+    async function* paced(): AsyncGenerator<object> {
+      const items = chunks(4, 1);
+      for (const c of items) {
+        await new Promise((r) => setTimeout(r, 20));
+        yield c;
+      }
+    }
+    const c = await capture(paced());
+    assert.equal(c.body, expected(4));
+    // each leaves in the turn it arrived in (the router, not the writer, holds chunks before the
+    // commit point); the last one arrives together with the end of the stream
+    assert.deepEqual(c.writes, ['data: {"i":0}\n\n', 'data: {"i":1}\n\n', 'data: {"i":2}\n\n', 'end:data: {"i":3}\n\ndata: [DONE]\n\n']);
+  });
+
+  test('a failure after the commit point: what was ready, then the error event, in the end write; no [DONE]', async () => {
+    const items = chunks(4, 1);
+    let i = 0;
+    const it: Pollable<object> = {
+      poll: () => {
+        if (i < items.length) return { done: false, value: items[i++] as object };
+        throw Object.assign(new Error('boom'), { status: 502 });
+      },
+      next: async () => {
+        throw new Error('not reached');
+      },
+    };
+    const c = await capture({ [Symbol.asyncIterator]: () => it });
+    assert.match(c.body, /^data: \{"i":0\}\n\ndata: \{"i":1\}\n\ndata: \{"i":2\}\n\ndata: \{"i":3\}\n\ndata: \{"error":\{/);
+    assert.doesNotMatch(c.body, /\[DONE\]/);
+    assert.equal(c.writes.length, 2);
+    assert.ok(c.ended instanceof Error);
+  });
+});

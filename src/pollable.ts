@@ -1,0 +1,21 @@
+/**
+ * Stream layers that can hand over a chunk that is ready now without a promise. A stream read from
+ * one upstream read holds many chunks at once; passing each through every layer (the upstream
+ * reader, the router's commit and idle-timeout layer, usage shaping, the end hook) by `await`
+ * costs a promise and a microtask per chunk and layer. A layer that implements `poll()` gives the
+ * next result when it is known synchronously, so the SSE writer pulls a ready batch in a plain
+ * loop and awaits `next()` only when the data is not there yet.
+ *
+ * `poll()` returns what `next()` would resolve with (a chunk, or the end), throws what `next()`
+ * would reject with, or returns undefined when only `next()` can tell (nothing is consumed then).
+ * Calls are sequential: `poll()` is never called while a `next()` is pending.
+ */
+export interface Pollable<T> extends AsyncIterator<T> {
+  poll(): IteratorResult<T> | undefined;
+}
+
+export function pollable<T>(it: AsyncIterator<T>): Pollable<T> | undefined {
+  return typeof (it as Partial<Pollable<T>>).poll === 'function' ? (it as Pollable<T>) : undefined;
+}
+
+export const DONE: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });
