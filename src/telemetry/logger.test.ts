@@ -41,3 +41,23 @@ describe('stdoutSink', () => {
     assert.equal(writes.join('').length, 100 * 1024);
   });
 });
+
+describe('createLogger lines', () => {
+  test('one JSON object per line: time, level, msg, then the fields; undefined fields left out; a field named msg replaces it', () => {
+    const lines: string[] = [];
+    const log = createLogger('debug', (l) => lines.push(l));
+    log.info('request', { status: 200, model: 'm', key: undefined, ok: true, cost: null });
+    log.warn('bare');
+    log.debug('empty', {});
+    log.error('renamed', { msg: 'override', level: 'x' });
+    assert.ok(lines.every((l) => l.endsWith('\n') && l.indexOf('\n') === l.length - 1));
+    const [a, b, c, d] = lines.map((l) => JSON.parse(l) as Record<string, unknown>);
+    assert.deepEqual(Object.keys(a ?? {}), ['time', 'level', 'msg', 'status', 'model', 'ok', 'cost']);
+    assert.equal(a?.level, 'info');
+    assert.ok(!Number.isNaN(Date.parse(String(a?.time))));
+    assert.deepEqual(b, { time: b?.time, level: 'warn', msg: 'bare' });
+    assert.deepEqual(c, { time: c?.time, level: 'debug', msg: 'empty' });
+    assert.deepEqual(d, { time: d?.time, level: 'x', msg: 'override' });
+  });
+});
+

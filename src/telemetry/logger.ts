@@ -35,8 +35,21 @@ export function createLogger(level: LogLevel, sink: (line: string) => void = (de
     (lv: Exclude<LogLevel, 'silent'>) =>
     (msg: string, fields?: LogFields): void => {
       if (RANK[lv] < RANK[logger.level]) return;
-      sink(`${JSON.stringify({ time: new Date().toISOString(), level: lv, msg, ...fields })}\n`);
+      sink(line(lv, msg, fields));
     };
   const logger: Logger = { level, debug: log('debug'), info: log('info'), warn: log('warn'), error: log('error') };
   return logger;
+}
+
+/**
+ * One JSON line: time, level and msg first, then the fields (printed as they are, without copying
+ * them into a new object first; a field named time, level or msg takes the old, slower way so it
+ * still replaces the standard one rather than repeating the key).
+ */
+function line(level: string, msg: string, fields: LogFields | undefined): string {
+  const time = new Date().toISOString();
+  if (fields === undefined) return `{"time":"${time}","level":"${level}","msg":${JSON.stringify(msg)}}\n`;
+  if ('time' in fields || 'level' in fields || 'msg' in fields) return `${JSON.stringify({ time, level, msg, ...fields })}\n`;
+  const rest = JSON.stringify(fields);
+  return `{"time":"${time}","level":"${level}","msg":${JSON.stringify(msg)}${rest.length > 2 ? `,${rest.slice(1)}` : '}'}\n`;
 }
