@@ -3,14 +3,16 @@
  * pass-through) and no proxy at all, in one run, against a zero-latency mock upstream.
  *
  *   npm run bench [-- --seconds 2] [--rounds 2] [--warm 1] [--only chat-c64,stream-c1] [--long [--long-seconds 5]]
- *                 [--wait-quiet 120] [--compiled] [--no-docs]
+ *                 [--wait-quiet 120] [--tsx] [--no-docs]
  *   npm run bench -- --profile [--only chat-c64,embed-float-c64]   CPU profile of Switchyard instead
  *
  * Processes: the mock upstream (bench/mock-upstream.ts), the floor (bench/floor-proxy.ts) and two
  * Switchyards (src/main.ts with a generated config: default features, and the same with the
  * response cache on) are separate processes. With taskset and two or more cores, every proxy under
- * test is pinned to one core and the mock + this process (autocannon) to another. They run through
- * tsx by default; `--compiled` runs a tsc build of them instead, as production runs dist/.
+ * test is pinned to one core and the mock + this process (autocannon) to another. They run from a
+ * tsc build by default, as production runs dist/ (`npm start`, the Docker image); `--tsx` runs the
+ * TypeScript through tsx instead (`npm run dev`), which costs more: tsx compiles with esbuild's
+ * keepNames, so every closure created per request also gets its name defined.
  * Prints one markdown report, saves it to bench/results/latest.md (+ latest.json), and copies it
  * into docs/performance.md between the `bench:begin` / `bench:end` markers.
  */
@@ -38,6 +40,8 @@ const { values: a } = parseArgs({
     'profile-interval': { type: 'string', default: '250' },
     'no-docs': { type: 'boolean', default: false },
     'wait-quiet': { type: 'string', default: '0' },
+    tsx: { type: 'boolean', default: false },
+    /** the default now; kept so older command lines still work */
     compiled: { type: 'boolean', default: false },
   },
 });
@@ -138,7 +142,7 @@ async function main(): Promise<void> {
   }
   const procs: Proc[] = [];
   const core = (c: string): string | undefined => (pin.enabled ? c : undefined);
-  const compiled = a.compiled || a.profile;
+  const compiled = !a.tsx || a.profile;
   if (compiled) say('compiling src/ and bench/ with tsc…');
   const cmd = compiled ? compiledCommands(root) : tsxCommands(root);
   say(`processes run from ${cmd.note}`);
