@@ -53,8 +53,9 @@ export function sendBody(c: Context<AppEnv>, status: number, contentType: string
   res.writeHead(status, headers);
   res.end(body);
   // Node cannot tell how much of one large write the client took so far: allow the timeout plus a
-  // second per 64 KiB (a client slower than that on a big answer is cut too).
-  if (!res.writableFinished) void abandonIfStuck(res, 'finish', sendTimeoutMs + Math.ceil(length / 65536) * 1000);
+  // second per 64 KiB (a client slower than that on a big answer is cut too). An answer the kernel
+  // took whole already (writableLength 0: the usual case for a small one) needs no watch.
+  if (!res.writableFinished && res.writableLength > 0) void abandonIfStuck(res, 'finish', sendTimeoutMs + Math.ceil(length / 65536) * 1000);
   return alreadySent();
 }
 

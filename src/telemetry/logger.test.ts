@@ -1,22 +1,23 @@
 /**
- * The stdout sink: lines of one event-loop turn leave in one write, in order; a big backlog is
+ * The stdout sink: lines of one flush interval leave in one write, in order; a big backlog is
  * written at once; nothing is lost or reordered.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { setImmediate as turn } from 'node:timers/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { createLogger, stdoutSink } from './logger.ts';
 
 describe('stdoutSink', () => {
-  test('lines of one turn are written together, in order, on the next turn', async () => {
+  test('lines of one flush interval are written together, in order, when it ends', async () => {
     const writes: string[] = [];
-    const log = createLogger('info', stdoutSink((t) => writes.push(t)));
+    const log = createLogger('info', stdoutSink((t) => writes.push(t), 30));
     log.info('one', { n: 1 });
+    await sleep(5);
     log.info('two', { n: 2 });
     log.debug('hidden');
     assert.equal(writes.length, 0, 'nothing written synchronously');
-    await turn();
-    assert.equal(writes.length, 1);
+    await sleep(60);
+    assert.equal(writes.length, 1, 'one write for both lines');
     const lines = (writes[0] ?? '').trimEnd().split('\n').map((l) => JSON.parse(l) as { msg: string; n: number });
     assert.deepEqual(
       lines.map((l) => [l.msg, l.n]),
@@ -26,18 +27,18 @@ describe('stdoutSink', () => {
       ],
     );
     log.warn('three');
-    await turn();
+    await sleep(60);
     assert.equal(writes.length, 2);
     assert.match(writes[1] ?? '', /"msg":"three"/);
   });
 
   test('a backlog over 64 KiB is written at once, and the rest follows', async () => {
     const writes: string[] = [];
-    const sink = stdoutSink((t) => writes.push(t));
+    const sink = stdoutSink((t) => writes.push(t), 10);
     const line = `${'x'.repeat(1023)}\n`;
     for (let i = 0; i < 100; i++) sink(line);
     assert.equal(writes.length, 1, 'flushed when the backlog reached 64 KiB');
-    await turn();
+    await sleep(40);
     assert.equal(writes.join('').length, 100 * 1024);
   });
 });
