@@ -5,6 +5,7 @@
  * — and how to call the router; the router substitutes the backend's model name. Streams always
  * ask upstream for usage; the client only sees the usage chunk when it asked for it.
  */
+import type { AbortLike } from './abort.ts';
 import type { CallContext } from './backends/base-llm.ts';
 import { chatPrompt, completionPrompt, embeddingPrompt, outputReserve } from './limits/estimate.ts';
 import { Pipeline, type Answer, type CacheControl, type Job, type Services, type StreamResult } from './pipeline.ts';
@@ -19,7 +20,7 @@ export type { Answer, Served, StreamResult } from './pipeline.ts';
 /** Per-request facts from the HTTP layer that steer routing, limits and the cache. */
 export interface RequestInfo {
   requestId: string;
-  signal: AbortSignal;
+  signal: AbortLike;
   /** request header x-switchyard-backend */
   pinBackend?: string | undefined;
   /** the tighter of x-switchyard-deadline-ms and the OpenAI SDK's x-stainless-timeout */
@@ -54,7 +55,7 @@ const completionHooks: StreamHooks<Completion> = {
   completes: (c) => c.choices.some((ch) => !!ch.finish_reason),
 };
 
-function route(op: Operation, model: string, info: RequestInfo, signal: AbortSignal, stream: boolean, maxOutputTokens: number | null | undefined): RouteRequest {
+function route(op: Operation, model: string, info: RequestInfo, signal: AbortLike, stream: boolean, maxOutputTokens: number | null | undefined): RouteRequest {
   return {
     publicModel: model,
     op,

@@ -3,6 +3,7 @@
  * usage chunk only when it asked; the gateway always records it), an end hook that fires exactly
  * once however the stream stops, and replay of cached chunks.
  */
+import type { AbortLike } from './abort.ts';
 import type { Chunk, Usage } from './pipeline.ts';
 import { DONE, pollable, type Pollable } from './pollable.ts';
 import { droppedUsageNull } from './protocol/event-text.ts';
@@ -57,7 +58,7 @@ class ShapeUsage<T extends Chunk> implements AsyncIterableIterator<T>, Pollable<
 }
 
 /** Calls `onEnd` once when the stream ends, fails, is returned early, or the client goes away. */
-export function ended<T>(src: AsyncIterable<T>, signal: AbortSignal, onEnd: () => void): AsyncIterable<T> {
+export function ended<T>(src: AsyncIterable<T>, signal: AbortLike, onEnd: () => void): AsyncIterable<T> {
   let done = false;
   const finish = (): void => {
     if (done) return;

@@ -10,6 +10,7 @@
  * ends — on success, error or disconnect. A request that shares another's upstream call (coalesced)
  * is refunded in full: one call is paid for once.
  */
+import type { AbortLike } from './abort.ts';
 import type { Config } from './config/schema.ts';
 import { GatewayError, modelNotFound } from './errors.ts';
 import { cacheKey, decide, type CacheDecision, type KeyParts } from './cache/key.ts';
@@ -47,7 +48,7 @@ export interface CacheControl {
 
 /** Per-request facts the pipeline needs from the HTTP layer. */
 export interface JobInfo {
-  signal: AbortSignal;
+  signal: AbortLike;
   keyName?: string | undefined;
   pinBackend?: string | undefined;
   cacheControl?: CacheControl | undefined;
@@ -172,7 +173,7 @@ export class Pipeline {
   }
 
   /** A non-streaming answer. */
-  async once<T extends { usage?: UsageLike | null | undefined }>(job: Job, call: (signal: AbortSignal) => Promise<Routed<T>>): Promise<Answer<T>> {
+  async once<T extends { usage?: UsageLike | null | undefined }>(job: Job, call: (signal: AbortLike) => Promise<Routed<T>>): Promise<Answer<T>> {
     const s = this.s;
     if (!s) return call(job.info.signal);
     const prep = this.prepare(job, false, s);
@@ -230,7 +231,7 @@ export class Pipeline {
   }
 
   /** A streamed answer; `open` resolves at the router's commit point. */
-  async stream<C extends Chunk>(job: Job, wantsUsage: boolean, open: (signal: AbortSignal) => Promise<Routed<AsyncIterable<C>>>): Promise<StreamResult<C>> {
+  async stream<C extends Chunk>(job: Job, wantsUsage: boolean, open: (signal: AbortLike) => Promise<Routed<AsyncIterable<C>>>): Promise<StreamResult<C>> {
     const sink: { value: Usage | undefined } = { value: undefined };
     const s = this.s;
     if (!s) {

@@ -20,6 +20,7 @@
 import type { EventSourceMessage } from 'eventsource-parser';
 import type { Dispatcher } from 'undici';
 import { GatewayError } from '../errors.ts';
+import type { UpstreamAbort } from './base-llm.ts';
 import { abortReason, discard, errorCode, responseTooLarge, SseIterator } from './openai-sse.ts';
 import { fromUpstreamStatus, redact, retryAfterSeconds, upstreamMalformed, upstreamUnreachable, type UpstreamErrorInfo } from './upstream-errors.ts';
 
@@ -59,8 +60,11 @@ export interface OpenAIHttpOptions {
   sseFraming?: SseFraming | undefined;
 }
 
+/** An AbortSignal, or the router attempt's cheaper EventEmitter abort (undici takes either). */
+export type CallSignal = AbortSignal | UpstreamAbort;
+
 export interface CallOptions {
-  signal: AbortSignal;
+  signal: CallSignal;
   headers?: Record<string, string> | undefined;
 }
 
@@ -127,12 +131,12 @@ export class OpenAIHttpClient {
     }
   }
 
-  private async readJson(res: Response, signal: AbortSignal): Promise<unknown> {
+  private async readJson(res: Response, signal: CallSignal): Promise<unknown> {
     return parseJsonBytes(this.o.backend, await this.readJsonBytes(res, signal));
   }
 
   /** The body of a 2xx JSON answer, within `maxResponseBytes`. */
-  private async readJsonBytes(res: Response, signal: AbortSignal): Promise<Buffer<ArrayBuffer>> {
+  private async readJsonBytes(res: Response, signal: CallSignal): Promise<Buffer<ArrayBuffer>> {
     if (res.statusCode < 200 || res.statusCode > 299) throw await this.statusError(res, signal);
     this.checkEncoding(res);
     const type = header(res, 'content-type');
@@ -153,7 +157,7 @@ export class OpenAIHttpClient {
     throw upstreamMalformed(this.o.backend, `a body in content-encoding "${enc.slice(0, 50)}" although identity was asked`);
   }
 
-  private async statusError(res: Response, signal: AbortSignal): Promise<GatewayError> {
+  private async statusError(res: Response, signal: CallSignal): Promise<GatewayError> {
     let text = '';
     try {
       text = (await this.readBytes(res, MAX_ERROR_BYTES, signal, true))?.toString('utf8') ?? '';
@@ -191,7 +195,7 @@ export class OpenAIHttpClient {
    * The body; null when it is longer than `limit`, or, with `truncate`, its first `limit` bytes.
    * Either way the body ends read to its end or destroyed (leaving the for-await early destroys it).
    */
-  private async readBytes(res: Response, limit: number, signal: AbortSignal, truncate = false): Promise<Buffer<ArrayBuffer> | null> {
+  private async readBytes(res: Response, limit: number, signal: CallSignal, truncate = false): Promise<Buffer<ArrayBuffer> | null> {
     const body = res.body;
     const length = Number(header(res, 'content-length') ?? Number.NaN);
     try {

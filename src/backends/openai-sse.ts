@@ -9,7 +9,7 @@ import type { Dispatcher } from 'undici';
 import { GatewayError } from '../errors.ts';
 import { DONE, type Pollable } from '../pollable.ts';
 import { keepText } from '../protocol/event-text.ts';
-import type { OpenAIHttpOptions } from './openai-http.ts';
+import type { CallSignal, OpenAIHttpOptions } from './openai-http.ts';
 import { redact, upstreamMalformed } from './upstream-errors.ts';
 
 /** Largest tail read after `data: [DONE]` while waiting for the body to end. */
@@ -37,7 +37,7 @@ export class SseIterator implements AsyncIterableIterator<unknown>, Pollable<unk
 
   constructor(
     private readonly body: Body,
-    private readonly signal: AbortSignal,
+    private readonly signal: CallSignal,
     private readonly o: OpenAIHttpOptions,
   ) {
     this.it = (body as AsyncIterable<Buffer>)[Symbol.asyncIterator]();
@@ -223,7 +223,7 @@ export function discard(body: Body): void {
 
 const noop = (): void => {};
 
-export function abortReason(signal: AbortSignal): unknown {
+export function abortReason(signal: { readonly reason: unknown }): unknown {
   return signal.reason instanceof Error ? signal.reason : new DOMException('The operation was aborted.', 'AbortError');
 }
 

@@ -138,7 +138,8 @@ export class OpenAICompatibleBackend implements BaseLLM {
 
 /** Per-request options: the attempt's abort signal, and the request id so upstream logs correlate. */
 function opts(ctx: CallContext): CallOptions {
-  return { signal: ctx.signal, headers: { 'x-request-id': ctx.requestId } };
+  // the attempt's light abort when there is one (undici takes it; ctx.signal would make an AbortSignal)
+  return { signal: ctx.abort ?? ctx.signal, headers: { 'x-request-id': ctx.requestId } };
 }
 
 function hasChoices(res: unknown): boolean {

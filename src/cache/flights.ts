@@ -11,6 +11,7 @@
  * serialised chunks; every subscriber replays the log from the start and then follows it live, so a
  * late joiner gets the chunks so far, then the rest. The same log becomes the cache entry.
  */
+import type { AbortLike } from '../abort.ts';
 import { jsonText, keepText } from '../protocol/event-text.ts';
 
 export class Flight<R> {
@@ -32,7 +33,7 @@ export class Flight<R> {
   }
 
   /** Takes a place until the returned function is called or `signal` aborts. */
-  join(signal: AbortSignal): () => void {
+  join(signal: AbortLike): () => void {
     this.participants++;
     let left = false;
     const leave = (): void => {

@@ -6,12 +6,14 @@
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { MiddlewareHandler } from 'hono';
+import { ClientAbort } from '../abort.ts';
 import type { Deps } from '../deps.ts';
 import { costUsd } from '../telemetry/cost.ts';
 import { statusClass } from '../telemetry/metrics.ts';
 import { nodeResponse } from './direct.ts';
 import type { AppEnv, RequestLog } from './types.ts';
 
+const CLIENT_GONE = 'Client connection prematurely closed.';
 const REQUEST_ID = /^[A-Za-z0-9._:@\-]{1,128}$/;
 const round2 = (v: number | undefined): number | undefined => (v === undefined ? undefined : Math.round(v * 100) / 100);
 
@@ -26,6 +28,9 @@ export function accessLog(deps: Deps): MiddlewareHandler<AppEnv> {
     c.set('log', log);
     c.set('out', {});
     const outgoing = nodeResponse(c);
+    // the request's abort: our own (cheap) one on a Node server, the Request's signal otherwise
+    const abort = outgoing ? new ClientAbort() : undefined;
+    c.set('clientAbort', abort);
     let counted = false;
     const track = (): void => {
       if (counted) return;
@@ -33,6 +38,8 @@ export function accessLog(deps: Deps): MiddlewareHandler<AppEnv> {
       metrics.inFlight.inc({ route: log.route });
     };
     const finish = (): void => {
+      // closed before the answer was complete (or the request body failed): the client is gone
+      if (abort && outgoing && (!outgoing.writableFinished || c.env.incoming.errored)) abort.abort(CLIENT_GONE);
       const latency = performance.now() - startedAt;
       const status = outgoing ? outgoing.statusCode : c.res.status;
       if (log.costUsd === undefined && log.promptTokens !== undefined) log.costUsd = costUsd({ prompt_tokens: log.promptTokens, completion_tokens: log.completionTokens }, log.price);

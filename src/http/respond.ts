@@ -72,7 +72,7 @@ export function requestInfo(c: Context<AppEnv>): RequestInfo {
   const pin = c.req.header('x-switchyard-backend');
   return {
     requestId: c.get('requestId'),
-    signal: c.req.raw.signal,
+    signal: c.get('clientAbort') ?? c.req.raw.signal,
     pinBackend: pin === undefined || pin === '' ? undefined : pin,
     deadlineMs: deadline !== undefined && sdk !== undefined ? Math.min(deadline, sdk) : (deadline ?? sdk),
     keyName: c.get('keyName'),

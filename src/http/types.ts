@@ -1,4 +1,5 @@
 import type { HttpBindings } from '@hono/node-server';
+import type { ClientAbort } from '../abort.ts';
 
 export interface RequestLog {
   route: string;
@@ -35,6 +36,8 @@ export interface AppEnv {
     trackInFlight: () => void;
     /** headers for the answer, collected as the route learns them (written by direct.ts) */
     out: Record<string, string>;
+    /** fired when the client goes away before its answer is complete (unset without a Node server) */
+    clientAbort: ClientAbort | undefined;
     /** size of the request body as received */
     bodyBytes: number | undefined;
   };

@@ -9,7 +9,7 @@
  * with nothing sent to the client; after it the stream ends with an error (never with a clean end
  * that hides the loss).
  */
-import { setTimeout as sleepFor } from 'node:timers/promises';
+import { sleepUnlessAborted, type AbortLike } from '../abort.ts';
 import type { CallContext } from '../backends/base-llm.ts';
 import type { BackendEntry, BackendRegistry } from '../backends/registry.ts';
 import { clientClosed, upstreamTimeout } from '../backends/upstream-errors.ts';
@@ -57,7 +57,7 @@ export interface RouteRequest {
   publicModel: string;
   op: Operation;
   requestId: string;
-  signal: AbortSignal;
+  signal: AbortLike;
   stream: boolean;
   /** only targets on this backend (request header `x-switchyard-backend`) */
   pinBackend?: string | undefined;
@@ -73,12 +73,12 @@ export interface RouteRequest {
 export interface Clock {
   now(): number;
   /** Resolves after `ms`, rejects when `signal` aborts first. */
-  sleep(ms: number, signal: AbortSignal): Promise<void>;
+  sleep(ms: number, signal: AbortLike): Promise<void>;
 }
 
 export const systemClock: Clock = {
   now: () => Date.now(),
-  sleep: (ms, signal) => sleepFor(ms, undefined, { signal }),
+  sleep: sleepUnlessAborted,
 };
 
 const OP_NAME: Record<Operation, string> = { chat: 'chat completions', completions: 'legacy completions', embeddings: 'embeddings' };
@@ -291,7 +291,7 @@ export class Router {
     throw finalize(exhausted(req.publicModel, records, last, skips, soonest), attempts);
   }
 
-  private classify(err: unknown, a: Attempt, t: ResolvedTarget, clientSignal: AbortSignal): GatewayError {
+  private classify(err: unknown, a: Attempt, t: ResolvedTarget, clientSignal: AbortLike): GatewayError {
     if (clientSignal.aborted) return clientClosed();
     if (a.timedOut) return upstreamTimeout(t.backend, a.timeoutMs, a.timedOut);
     if (err instanceof GatewayError) {

@@ -128,7 +128,7 @@ describe('committed stream: poll() and next() agree', () => {
       assert.equal((r.error as GatewayError).message, 'classified');
       assert.deepEqual(outcomes, ['failure', 'stats:failure']);
       assert.equal(src.returned, true);
-      assert.equal(attempt.controller.signal.aborted, true);
+      assert.equal(attempt.abort.aborted, true);
     });
   }
 
@@ -139,7 +139,7 @@ describe('committed stream: poll() and next() agree', () => {
     await it.next();
     await it.return?.();
     assert.deepEqual(outcomes, ['neutral']);
-    assert.equal(attempt.controller.signal.aborted, true);
+    assert.equal(attempt.abort.aborted, true);
     assert.equal(src.returned, true);
     assert.deepEqual(pollable(it)?.poll(), DONE);
   });

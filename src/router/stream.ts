@@ -7,6 +7,7 @@
  * error event), and a stream that ends without a chunk proving completion is reported truncated.
  * The target's breaker and latency stats learn the outcome when the stream ends.
  */
+import type { AbortLike } from '../abort.ts';
 import { GatewayError } from '../errors.ts';
 import { DONE, pollable, type Pollable } from '../pollable.ts';
 import { markFlushPoint } from '../protocol/event-text.ts';
@@ -26,7 +27,7 @@ const MAX_PRECOMMIT_CHUNKS = 32;
 
 export interface OpenCommittedArgs<T> {
   attempt: Attempt;
-  clientSignal: AbortSignal;
+  clientSignal: AbortLike;
   target: ResolvedTarget;
   health: TargetHealth;
   clock: Clock;
@@ -49,7 +50,7 @@ export function truncated(backend: string): GatewayError {
 
 /** Why the upstream iterator ended early, when it ended because we aborted it. */
 function endedByAbort(a: Attempt, classify: (err: unknown) => GatewayError): GatewayError | undefined {
-  if (a.timedOut || a.controller.signal.aborted) return classify(new Error('aborted'));
+  if (a.timedOut || a.abort.aborted) return classify(new Error('aborted'));
   return undefined;
 }
 
