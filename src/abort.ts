@@ -19,7 +19,7 @@ export class ClientAbort implements AbortLike {
   private listeners: Array<() => void> = [];
 
   /** As on an AbortSignal: a listener added after the abort is never called. */
-  addEventListener(_type: 'abort', listener: () => void): void {
+  addEventListener(_type: 'abort', listener: () => void, _options?: { once?: boolean }): void {
     if (!this.aborted) this.listeners.push(listener);
   }
 

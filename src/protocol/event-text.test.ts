@@ -47,4 +47,15 @@ describe('event texts', () => {
     // a nested "usage":null, top-level usage spaced
     assert.equal(withoutUsage('{"meta":{"usage":null},"usage" :null}'), '{"meta":{"usage":null}}');
   });
+
+  test('texts are found by identity only; a chunk asked for after many newer ones is printed again, correctly', () => {
+    const text = '{"a": 1}';
+    const kept = parsed(text);
+    const twin = JSON.parse(text) as Record<string, unknown>;
+    assert.equal(jsonText(twin), '{"a":1}', 'an equal object without a text is printed');
+    assert.equal(jsonText(kept), text);
+    for (let i = 0; i < 2000; i++) keepText({ i }, `{"i": ${i}}`);
+    assert.equal(jsonText(kept), '{"a":1}', 'pushed out of the ring: printed, still the same JSON');
+  });
 });
+

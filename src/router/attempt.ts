@@ -67,14 +67,7 @@ export class Attempt {
   }
 
   ctx(requestId: string): CallContext {
-    const attempt = this;
-    return {
-      get signal(): AbortSignal {
-        return attempt.signal;
-      },
-      abort: this.abort,
-      requestId,
-    };
+    return new AttemptContext(this, requestId);
   }
 
   done(abortUpstream: boolean): void {
@@ -82,5 +75,21 @@ export class Attempt {
     this.timer = undefined;
     this.clientSignal.removeEventListener('abort', this.onClientAbort);
     if (abortUpstream && !this.abort.aborted) this.abort.abort(new DOMException('attempt finished', 'AbortError'));
+  }
+}
+
+/** The backend's view of an attempt (a class: an object literal with a getter is slow to create). */
+class AttemptContext implements CallContext {
+  readonly abort: AttemptAbort;
+
+  constructor(
+    private readonly attempt: Attempt,
+    readonly requestId: string,
+  ) {
+    this.abort = attempt.abort;
+  }
+
+  get signal(): AbortSignal {
+    return this.attempt.signal;
   }
 }
