@@ -1,8 +1,8 @@
 /**
- * Texts pushed in one go leave in one write: the batch is written when `defer` calls back (the
- * next tick, or the next event-loop turn), or at once when it reaches 64 KiB. Shared by the SSE
- * writer (a batch of chunks → one socket write) and the stdout log sink (a turn's lines → one
- * write system call).
+ * Texts pushed in one go leave in one write: the batch is written when `defer` calls back (the end
+ * of the event-loop turn, or a timer), or at once when it reaches 64 KiB. Shared by the SSE writer
+ * (a turn's chunks → one socket write) and the stdout log sink (up to 20 ms of lines → one write
+ * system call).
  */
 export class WriteBatch {
   private pending = '';
