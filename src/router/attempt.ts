@@ -30,6 +30,8 @@ export class Attempt {
   timedOut: string | null = null;
   timeoutMs = 0;
   private timer: NodeJS.Timeout | undefined;
+  /** performance.now() when the deadline was last (re)started */
+  private refreshedAt = 0;
   private controller: AbortController | undefined;
   private readonly onClientAbort = (): void => this.abort.abort(this.clientSignal.reason);
 
@@ -53,6 +55,7 @@ export class Attempt {
   arm(ms: number, what: string): void {
     this.timedOut = null;
     this.timeoutMs = ms;
+    this.refreshedAt = performance.now();
     if (this.timer) clearTimeout(this.timer);
     this.timer = setTimeout(() => {
       this.timedOut = what;
@@ -61,8 +64,15 @@ export class Attempt {
     this.timer.unref?.();
   }
 
-  /** Restarts the current deadline (stream idle timeout after each chunk). */
+  /**
+   * Restarts the current deadline (stream idle timeout after each chunk). At most once per
+   * millisecond: the chunks of one upstream read are handed over together, and re-inserting the
+   * timer for each of them was measurable (the deadline may end up to 1 ms early).
+   */
   refresh(): void {
+    const now = performance.now();
+    if (now - this.refreshedAt < 1) return;
+    this.refreshedAt = now;
     this.timer?.refresh();
   }
 
