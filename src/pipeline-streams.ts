@@ -5,7 +5,7 @@
  */
 import type { AbortLike } from './abort.ts';
 import type { Chunk, Usage } from './pipeline.ts';
-import { DONE, pollable, type Pollable } from './pollable.ts';
+import { DONE, pollable, withEnd, type Pollable } from './pollable.ts';
 import { droppedUsageNull } from './protocol/event-text.ts';
 
 /** Drops the usage chunk (and `usage: null` fields) the client did not ask for; records usage. */
@@ -67,39 +67,7 @@ export function ended<T>(src: AsyncIterable<T>, signal: AbortLike, onEnd: () => 
     onEnd();
   };
   signal.addEventListener('abort', finish, { once: true });
-  return {
-    [Symbol.asyncIterator]: (): Pollable<T> => {
-      const it = src[Symbol.asyncIterator]();
-      return {
-        poll() {
-          const p = pollable(it);
-          if (!p) return undefined;
-          try {
-            const r = p.poll();
-            if (r?.done) finish();
-            return r;
-          } catch (err) {
-            finish();
-            throw err;
-          }
-        },
-        async next() {
-          try {
-            const r = await it.next();
-            if (r.done) finish();
-            return r;
-          } catch (err) {
-            finish();
-            throw err;
-          }
-        },
-        async return(v?: unknown) {
-          finish();
-          return (await it.return?.(v)) ?? DONE;
-        },
-      };
-    },
-  };
+  return withEnd(src, finish);
 }
 
 export async function* replay<T>(chunks: readonly unknown[]): AsyncGenerator<T> {

@@ -19,3 +19,49 @@ export function pollable<T>(it: AsyncIterator<T>): Pollable<T> | undefined {
 }
 
 export const DONE: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });
+
+/**
+ * `src` with `onEnd` called exactly once when it ends, fails or is returned early, also when it
+ * is returned before its first read (which a generator's `finally` would miss). Keeps `poll()`.
+ */
+export function withEnd<T>(src: AsyncIterable<T>, onEnd: () => void): AsyncIterable<T> {
+  let done = false;
+  const finish = (): void => {
+    if (done) return;
+    done = true;
+    onEnd();
+  };
+  return {
+    [Symbol.asyncIterator]: (): Pollable<T> => {
+      const it = src[Symbol.asyncIterator]();
+      return {
+        poll() {
+          const p = pollable(it);
+          if (!p) return undefined;
+          try {
+            const r = p.poll();
+            if (r?.done) finish();
+            return r;
+          } catch (err) {
+            finish();
+            throw err;
+          }
+        },
+        async next() {
+          try {
+            const r = await it.next();
+            if (r.done) finish();
+            return r;
+          } catch (err) {
+            finish();
+            throw err;
+          }
+        },
+        async return(v?: unknown) {
+          finish();
+          return (await it.return?.(v)) ?? DONE;
+        },
+      };
+    },
+  };
+}

@@ -29,6 +29,7 @@ import { fromLlamaStatus, llamaStreamError, poolingNone, type LlamaErrorBody } f
 import { LlamaServerMonitor } from './llamacpp-monitor.ts';
 import { llamaSseFraming } from './llamacpp-sse.ts';
 import type { StatusErrorInfo } from './openai-http.ts';
+import { withEnd } from '../pollable.ts';
 import { OpenAICompatibleBackend } from './openai.ts';
 
 /** The server root: no trailing slash, no trailing /v1 (the OpenAI routes are under /v1). */
@@ -189,38 +190,10 @@ export class LlamaCppBackend implements BaseLLM {
       throw err;
     }
     this.monitor.observe('served');
-    return releasing(stream, release);
+    return withEnd(stream, release);
   }
 
   private noteFailure(err: unknown): void {
     if (err instanceof GatewayError && err.code === 'backend_not_ready') this.monitor.observe('loading');
   }
-}
-
-/**
- * Wraps a stream so `release` runs exactly once when it ends, fails or is abandoned (`return()`),
- * even if it was never started — which a generator's `finally` would not guarantee.
- */
-function releasing<T>(src: AsyncIterable<T>, release: () => void): AsyncIterable<T> {
-  return {
-    [Symbol.asyncIterator](): AsyncIterator<T> {
-      const it = src[Symbol.asyncIterator]();
-      return {
-        async next(): Promise<IteratorResult<T>> {
-          try {
-            const r = await it.next();
-            if (r.done) release();
-            return r;
-          } catch (err) {
-            release();
-            throw err;
-          }
-        },
-        async return(value?: unknown): Promise<IteratorResult<T>> {
-          release();
-          return (await it.return?.(value)) ?? { done: true, value: undefined };
-        },
-      };
-    },
-  };
 }
