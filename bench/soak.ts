@@ -41,6 +41,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, request, WebSocket } from 'undici';
 import { startFakeOpenAI, type FakeUpstream } from '../test/support/fake-openai-upstream.ts';
 import { startFakeAnthropic, type FakeAnthropic } from '../test/support/fake-anthropic-upstream.ts';
+import { mulberry32 } from '../test/support/prng.ts';
 import { memory } from './procs.ts';
 
 export interface SoakOptions {
@@ -161,18 +162,6 @@ const EXPECTED: Record<Kind, readonly string[]> = {
   limited: ['200', '429'],
 };
 
-/** mulberry32: a small seeded PRNG so a run's mix and order are reproducible */
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /** exactly the mix's proportions of `n` (largest remainders), shuffled */
 function schedule(mix: Mix, n: number, seed: number): Kind[] {
   const weight = mix.reduce((s, [, w]) => s + w, 0);
@@ -183,7 +172,7 @@ function schedule(mix: Mix, n: number, seed: number): Kind[] {
     x.c++;
   }
   const out: Kind[] = counts.flatMap((x) => Array<Kind>(x.c).fill(x.k));
-  const r = rng(seed);
+  const r = mulberry32(seed);
   for (let i = out.length - 1; i > 0; i--) {
     const j = Math.floor(r() * (i + 1));
     [out[i], out[j]] = [out[j] as Kind, out[i] as Kind];

@@ -10,6 +10,7 @@
  * offset u64 into the data section), padding to `general.alignment`, tensor data (each aligned).
  */
 import { writeFileSync } from 'node:fs';
+import { mulberry32 } from './prng.ts';
 
 /** GGUF metadata value types */
 const GgufType = { UINT32: 4, INT32: 5, FLOAT32: 6, BOOL: 7, STRING: 8, ARRAY: 9 } as const;
@@ -163,18 +164,6 @@ export function encodeGguf(metadata: ReadonlyArray<[string, GgufValue]>, tensors
   return w.buffer();
 }
 
-/** mulberry32: a small seeded PRNG, so the model file is the same on every run. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 export interface TinyLlamaOptions {
   nEmbd?: number;
   nLayer?: number;
@@ -237,7 +226,7 @@ export function tinyLlamaGguf(opts: TinyLlamaOptions = {}): Buffer {
   const nHead = opts.nHead ?? 2;
   const nFf = opts.nFf ?? 64;
   const ctx = opts.contextLength ?? 512;
-  const rand = prng(opts.seed ?? 42);
+  const rand = mulberry32(opts.seed ?? 42);
   const vocab = tinyVocab();
   const nVocab = vocab.tokens.length;
 
