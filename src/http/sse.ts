@@ -4,8 +4,9 @@
  * client is full (so a slow client slows the upstream read instead of growing a buffer). Chunks
  * are joined into one write per event-loop turn, which adds no wait; the chunk at the router's
  * commit point is written at once with what is held before it, so the first token does not wait
- * for the rest of its batch. A failure after the commit point becomes a final `data: {"error":…}` event — which the OpenAI SDKs raise as an APIError —
- * and the stream ends without `[DONE]`, so the loss is visible. A client that goes away stops the
+ * for the rest of its batch. A failure after the commit point becomes a final `data: {"error":…}`
+ * event — which the OpenAI SDKs raise as an APIError — and the stream ends without `[DONE]`, so the
+ * loss is visible. A client that goes away stops the
  * pull and returns the iterator; the upstream request is aborted through the request's signal.
  */
 import type { ServerResponse } from 'node:http';
@@ -64,22 +65,20 @@ export function writeSse<T>(
   // write with its end), except that the chunk at the commit point (the first token) sends what
   // is held at once, so the first token never waits for the rest of its batch.
   let first = onFirstChunk;
+  const chunkWritten = (): void => {
+    first?.();
+    first = undefined;
+  };
   const send = (text: string): void => {
     if (gone) return;
     res.write(text);
-    if (first) {
-      first();
-      first = undefined;
-    }
+    chunkWritten();
   };
   const batch = new WriteBatch(send, setImmediate);
   /** The last write(s) and the end of the response. */
   const finish = (tail: string): void => {
     const held = batch.take();
-    if (held !== '' && first) {
-      first();
-      first = undefined;
-    }
+    if (held !== '') chunkWritten();
     res.end(held + tail);
   };
   void (async () => {
