@@ -20,11 +20,15 @@ interface Captured {
   ended: Error | null | undefined;
 }
 
+/** The response being served by capture(). */
+let serving: http.ServerResponse | undefined;
+
 /** Serves one request with writeSse(src) and records the payload of every write and end. */
 async function capture(src: AsyncIterable<object>): Promise<Captured> {
   const writes: string[] = [];
   let ended: Error | null | undefined;
   const server = http.createServer((_req, res) => {
+    serving = res;
     const write = res.write.bind(res) as (chunk: string) => boolean;
     const end = res.end.bind(res) as (chunk?: string) => http.ServerResponse;
     res.write = ((chunk: string) => (writes.push(String(chunk)), write(chunk))) as typeof res.write;
@@ -106,6 +110,24 @@ describe('writeSse: socket writes', () => {
     // each leaves in the turn it arrived in (the router, not the writer, holds chunks before the
     // commit point); the last one arrives together with the end of the stream
     assert.deepEqual(c.writes, ['data: {"i":0}\n\n', 'data: {"i":1}\n\n', 'data: {"i":2}\n\n', 'end:data: {"i":3}\n\ndata: [DONE]\n\n']);
+  });
+
+  test('the first token has left the process before the writer pulls the next chunk of the same read', async () => {
+    // Node corks a chunked write until the next tick; the writer must not keep the first token
+    // in Node's buffer while it processes (parses) the rest of the read
+    const items = chunks(22, 1);
+    const heldAtNextPull: number[] = [];
+    let i = 0;
+    const it: Pollable<object> = {
+      poll: () => {
+        if (i === 2) heldAtNextPull.push(serving?.socket?.writableLength ?? -1);
+        return i < items.length ? { done: false, value: items[i++] as object } : DONE;
+      },
+      next: async () => DONE,
+    };
+    const c = await capture({ [Symbol.asyncIterator]: () => it });
+    assert.equal(c.body, expected(22));
+    assert.deepEqual(heldAtNextPull, [0]);
   });
 
   test('a failure after the commit point: what was ready, then the error event, in the end write; no [DONE]', async () => {

@@ -74,6 +74,15 @@ export function writeSse<T>(
     res.write(text);
     chunkWritten();
   };
+  /**
+   * The commit point's write, sent now. Node corks the socket on a chunked write and uncorks it on
+   * the next tick, which comes only after this loop has pulled (and parsed) everything else ready
+   * in the same read: without the uncork, the first token would wait for the whole read.
+   */
+  const sendNow = (text: string): void => {
+    send(text);
+    res.socket?.uncork();
+  };
   const batch = new WriteBatch(send, setImmediate);
   /** The last write(s) and the end of the response. */
   const finish = (tail: string): void => {
@@ -99,7 +108,7 @@ export function writeSse<T>(
           end(null);
           return;
         }
-        if (isFlushPoint(r.value)) send(batch.take() + sseEvent(r.value));
+        if (isFlushPoint(r.value)) sendNow(batch.take() + sseEvent(r.value));
         else batch.push(sseEvent(r.value));
       }
     } catch (err) {
