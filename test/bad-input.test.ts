@@ -358,6 +358,20 @@ describe('bad input: body size limit', () => {
     await stillServes();
   });
 
+  it('a chunked body sent in one piece with its head: read whole under the limit, 413 over it', async () => {
+    const head = 'POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n';
+    const chunked = (s: string): string => `${Buffer.byteLength(s).toString(16)}\r\n${s}\r\n0\r\n\r\n`;
+    const ok = JSON.stringify({ model: 'chat', messages: [{ role: 'user', content: 'sent in one piece' }] });
+    const good = await within(rawRequest(head + chunked(ok)), 5000, '200 response');
+    assert.equal(good.status, 200);
+    assert.match(good.body, /sent in one piece/);
+    const big = JSON.stringify({ model: 'chat', messages: [{ role: 'user', content: 'a'.repeat(LIMIT) }] });
+    const r = await within(rawRequest(head + chunked(big)), 5000, '413 response');
+    checkEnvelope(r.status, r.headers, r.body, { status: 413, param: null, code: 'request_too_large', message: new RegExp(String(LIMIT)) });
+    assert.equal(r.headers.connection, 'close');
+    await stillServes();
+  });
+
   it('chunked body over the limit → 413 while the client is still sending', async () => {
     const cap = 64 * 1024 * 1024;
     const r = await within(
