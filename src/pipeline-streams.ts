@@ -6,7 +6,7 @@
 import type { AbortLike } from './abort.ts';
 import type { Chunk, Usage } from './pipeline.ts';
 import { DONE, pollable, withEnd, type Pollable } from './pollable.ts';
-import { droppedUsageNull } from './protocol/event-text.ts';
+import { droppedUsageNull, PlainChunk } from './protocol/event-text.ts';
 
 /** Drops the usage chunk (and `usage: null` fields) the client did not ask for; records usage. */
 export function shapeUsage<T extends Chunk>(src: AsyncIterable<T>, clientWantsUsage: boolean, sink: { value: Usage | undefined }): AsyncIterableIterator<T> {
@@ -46,6 +46,11 @@ class ShapeUsage<T extends Chunk> implements AsyncIterableIterator<T>, Pollable<
 
   /** Records the chunk's usage and shapes it for the client; false when the client does not get it. */
   private shape(chunk: T): boolean {
+    // no usage (null at most), by its grammar
+    if (chunk instanceof PlainChunk) {
+      if (!this.clientWantsUsage) chunk.dropUsageNull();
+      return true;
+    }
     if (chunk.usage) this.sink.value = chunk.usage;
     if (this.clientWantsUsage) return true;
     if (chunk.usage && chunk.choices.length === 0) return false;

@@ -18,6 +18,20 @@ export function pollable<T>(it: AsyncIterator<T>): Pollable<T> | undefined {
   return typeof (it as Partial<Pollable<T>>).poll === 'function' ? (it as Pollable<T>) : undefined;
 }
 
+/**
+ * A source that can be told the stream passed the router's commit point (stream.ts). From then on
+ * a chunk is only checked for completion, so the source may hand over chunks that provably need
+ * no other check in a cheaper form (PlainChunk, event-text.ts).
+ */
+export interface CommitAware {
+  afterCommit(): void;
+}
+
+export function tellCommitted(it: AsyncIterator<unknown>): void {
+  const f = (it as Partial<CommitAware>).afterCommit;
+  if (typeof f === 'function') f.call(it);
+}
+
 export const DONE: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });
 
 /**
@@ -32,9 +46,12 @@ export function withEnd<T>(src: AsyncIterable<T>, onEnd: () => void): AsyncItera
     onEnd();
   };
   return {
-    [Symbol.asyncIterator]: (): Pollable<T> => {
+    [Symbol.asyncIterator]: (): Pollable<T> & CommitAware => {
       const it = src[Symbol.asyncIterator]();
       return {
+        afterCommit() {
+          tellCommitted(it);
+        },
         poll() {
           const p = pollable(it);
           if (!p) return undefined;

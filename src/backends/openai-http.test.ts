@@ -10,6 +10,8 @@ import { after, before, beforeEach, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent } from 'undici';
 import { GatewayError } from '../errors.ts';
+import type { CommitAware } from '../pollable.ts';
+import { jsonText, PlainChunk } from '../protocol/event-text.ts';
 import { llamaSseFraming } from './llamacpp-sse.ts';
 import { OpenAIHttpClient, type OpenAIHttpOptions, type StatusErrorInfo } from './openai-http.ts';
 
@@ -327,6 +329,46 @@ describe('OpenAIHttpClient: SSE', () => {
     const e = await rejectsWith(it.next(), 'upstream_stream_error');
     assert.match(e.message, /overloaded \[redacted\]/);
     assert.equal(e.retryable, true);
+    await agent.close();
+  });
+
+  test('after the commit point: content tokens come as the text they were sent in (PlainChunk); finish, usage and errors are parsed and checked as before', async () => {
+    const { http, agent } = client();
+    const content = (t: string): string => `{"id":"c","choices":[{"index":0,"delta":{"content":"${t}"},"finish_reason":null}],"usage":null}`;
+    const finish = '{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}';
+    const usage = '{"id":"c","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}';
+    const events = [content('a'), content('b'), content('c \\"q\\"'), finish, usage];
+    handler = (_req, res) => sse(res, [`${events.map((d) => `data: ${d}\n\n`).join('')}data: [DONE]\n\n`]);
+    const it = (await http.postStream('/x', {}, { signal: signal() })) as AsyncIterableIterator<unknown> & CommitAware;
+    const first = (await it.next()).value;
+    assert.ok(!(first instanceof PlainChunk), 'before the commit point every event is parsed');
+    assert.deepEqual(first, JSON.parse(events[0] as string));
+    it.afterCommit();
+    const rest = await collect(it);
+    assert.deepEqual(
+      rest.map((c) => c instanceof PlainChunk),
+      [true, true, false, false],
+    );
+    assert.deepEqual(rest.map(jsonText), events.slice(1));
+    assert.deepEqual(JSON.parse(JSON.stringify(rest)), events.slice(1).map((e) => JSON.parse(e) as unknown));
+    await agent.close();
+  });
+
+  test('after the commit point an error event, or an event that is not JSON, is still raised', async () => {
+    const { http, agent } = client();
+    const content = '{"id":"c","choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}';
+    for (const [bad, code] of [
+      ['{"error":{"message":"overloaded","type":"server_error"}}', 'upstream_stream_error'],
+      ['{"id":"c","choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]', 'upstream_malformed_response'],
+      ['{"id":"c","choices":[{"index":0,"delta":{"content":"a\\x"},"finish_reason":null}]}', 'upstream_malformed_response'],
+    ] as const) {
+      handler = (_req, res) => sse(res, [`data: ${content}\n\ndata: ${content}\n\ndata: ${bad}\n\ndata: ${content}\n\n`]);
+      const it = (await http.postStream('/x', {}, { signal: signal() })) as AsyncIterableIterator<unknown> & CommitAware;
+      await it.next();
+      it.afterCommit();
+      assert.ok((await it.next()).value instanceof PlainChunk);
+      await rejectsWith(it.next(), code);
+    }
     await agent.close();
   });
 

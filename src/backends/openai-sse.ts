@@ -7,8 +7,8 @@ import { StringDecoder } from 'node:string_decoder';
 import { createParser, type EventSourceParser, type ParseError } from 'eventsource-parser';
 import type { Dispatcher } from 'undici';
 import { GatewayError } from '../errors.ts';
-import { DONE, type Pollable } from '../pollable.ts';
-import { keepText } from '../protocol/event-text.ts';
+import { DONE, type CommitAware, type Pollable } from '../pollable.ts';
+import { keepText, PlainChunk } from '../protocol/event-text.ts';
 import type { CallSignal, OpenAIHttpOptions } from './openai-http.ts';
 import { redact, upstreamMalformed } from './upstream-errors.ts';
 
@@ -22,7 +22,7 @@ export type Body = Dispatcher.ResponseData['body'];
  * only when the payloads of the previous one are used up, so nothing buffers beyond one chunk
  * (and one unfinished event, capped).
  */
-export class SseIterator implements AsyncIterableIterator<unknown>, Pollable<unknown> {
+export class SseIterator implements AsyncIterableIterator<unknown>, Pollable<unknown>, CommitAware {
   private readonly it: AsyncIterator<Buffer>;
   private readonly decoder = new StringDecoder('utf8');
   private readonly parser: EventSourceParser;
@@ -34,6 +34,8 @@ export class SseIterator implements AsyncIterableIterator<unknown>, Pollable<unk
   private sawDone = false;
   private tailBytes = 0;
   private finished = false;
+  /** past the commit point: plain chunks are kept as their text (PlainChunk) */
+  private committed = false;
 
   constructor(
     private readonly body: Body,
@@ -116,6 +118,10 @@ export class SseIterator implements AsyncIterableIterator<unknown>, Pollable<unk
     }
   }
 
+  afterCommit(): void {
+    this.committed = true;
+  }
+
   async return(): Promise<IteratorResult<unknown>> {
     this.close();
     return { done: true, value: undefined };
@@ -140,6 +146,10 @@ export class SseIterator implements AsyncIterableIterator<unknown>, Pollable<unk
    * by next(), and the events read after it are dropped).
    */
   private parse(data: string): object | undefined {
+    if (this.committed) {
+      const plain = PlainChunk.of(data);
+      if (plain) return plain;
+    }
     let value: unknown;
     try {
       value = JSON.parse(data);

@@ -4,7 +4,8 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { droppedUsageNull, jsonText, keepText } from './event-text.ts';
+import fc from 'fast-check';
+import { droppedUsageNull, jsonText, keepText, PlainChunk } from './event-text.ts';
 
 function parsed(text: string): Record<string, unknown> {
   return keepText(JSON.parse(text) as Record<string, unknown>, text);
@@ -59,3 +60,137 @@ describe('event texts', () => {
   });
 });
 
+
+describe('plain chunks: the grammar', () => {
+  const chunk = (extra: Record<string, unknown> = {}, choice: Record<string, unknown> = {}): string =>
+    JSON.stringify({
+      id: 'chatcmpl-1',
+      object: 'chat.completion.chunk',
+      created: 1700000000,
+      model: 'gpt-4o',
+      system_fingerprint: 'fp_1',
+      choices: [{ index: 0, delta: { content: 'Hello "world" \\ é 😀 \u0001' }, logprobs: null, finish_reason: null, ...choice }],
+      ...extra,
+    });
+
+  test('ordinary content tokens are plain: OpenAI (usage null, obfuscation), completions, several choices, numbers', () => {
+    const plain = [
+      chunk(),
+      chunk({ usage: null, obfuscation: 'aB3xY', service_tier: 'default' }),
+      JSON.stringify({ id: 'cmpl-1', object: 'text_completion', created: 1, model: 'm', choices: [{ text: ' the', index: 0, logprobs: null, finish_reason: null }] }),
+      JSON.stringify({ id: 'x', choices: [{ index: 0, delta: { content: 'a' } }, { index: 1, delta: { role: 'assistant', content: '' } }] }),
+      JSON.stringify({ id: 'x', n: -0.5e-3, m: 12, t: true, f: false, z: null, choices: [] }),
+      '{"id":"x","s":"\\u00e9\\n\\t\\"\\/","choices":[{"delta":{}}]}',
+    ];
+    for (const t of plain) assert.ok(PlainChunk.of(t), t);
+  });
+
+  test('anything that decides something, or is not certainly valid JSON, is not plain', () => {
+    const notPlain = [
+      chunk({}, { finish_reason: 'stop' }),
+      chunk({ usage: { prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 } }),
+      chunk({ error: { message: 'boom' } }),
+      '{"error":"boom"}',
+      chunk({}, { delta: { tool_calls: [{ index: 0, function: { arguments: '{' } }] } }),
+      chunk({}, { logprobs: { content: [] } }),
+      chunk({}, { delta: { content: 'x', error: 'nested' } }),
+      // a key spelt with an escape is the same key to JSON.parse
+      '{"id":"x","choices":[{"delta":{"content":"a"},"finish\\u005freason":"stop"}]}',
+      '{"id":"x","choices":[{"finish_reason":null,"finish_reason":"stop"}]}',
+      // not certainly valid
+      '{"id":"x", "choices":[]}',
+      '{"id":"x","choices":[],}',
+      '{"id":"x","choices":[{"delta":{"content":"a\u0001"}}]}',
+      '{"id":"x","choices":[{"delta":{"content":"a\\x"}}]}',
+      '{"id":"x","n":01,"choices":[]}',
+      '{"id":"x","n":1.,"choices":[]}',
+      '{"id":"x","choices":[{"delta":{"content":"a"}}]',
+      '{"id":"x","choices":[{"delta":{"content":"a"}}]}}',
+      '{"id":"x"}{"id":"y"}',
+      '[{"id":"x"}]',
+      '"x"',
+      '{}',
+      '{"id":"x","choices":[{"delta":{"content":"a"}}]}\n',
+      '',
+    ];
+    for (const t of notPlain) assert.equal(PlainChunk.of(t), undefined, t);
+  });
+
+  test('property: every text the grammar accepts parses to an object with no error, no finish and no usage', () => {
+    const seeds = [chunk(), chunk({ usage: null, obfuscation: 'q' }), '{"id":"x","choices":[{"delta":{"content":"a"},"finish_reason":null}],"usage":null}'];
+    const alphabet = '{}[]:,"\\ nulltrefas0123456789.-+eEu_' + 'error' + 'finish_reason' + 'usage';
+    let accepted = 0;
+    fc.assert(
+      fc.property(fc.constantFrom(...seeds), fc.array(fc.tuple(fc.nat(), fc.nat(), fc.string({ unit: fc.constantFrom(...alphabet), maxLength: 6 })), { maxLength: 4 }), (seed, edits) => {
+        let t = seed;
+        for (const [at, del, ins] of edits) {
+          const i = at % (t.length + 1);
+          t = t.slice(0, i) + ins + t.slice(i + (del % 4));
+        }
+        if (!PlainChunk.of(t)) return;
+        accepted++;
+        const v = JSON.parse(t) as Record<string, unknown>;
+        assert.ok(typeof v === 'object' && v !== null && !Array.isArray(v));
+        const walk = (x: unknown): void => {
+          if (typeof x !== 'object' || x === null) return;
+          for (const [k, y] of Object.entries(x)) {
+            assert.notEqual(k, 'error', t);
+            if (k === 'finish_reason' || k === 'usage') assert.equal(y, null, t);
+            walk(y);
+          }
+        };
+        walk(v);
+      }),
+      { numRuns: 20000 },
+    );
+    // not vacuous: many edited texts are still accepted (and then checked)
+    assert.ok(accepted > 2000, `accepted ${accepted}`);
+  });
+
+  test('property: chunk-shaped JSON with any scalar values is plain exactly when it has no error and no non-null finish_reason or usage', () => {
+    const key = fc.constantFrom('id', 'model', 'content', 'role', 'index', 'logprobs', 'obfuscation', 'error', 'finish_reason', 'usage');
+    const scalar = fc.oneof(fc.string(), fc.double({ noNaN: true, noDefaultInfinity: true }), fc.integer(), fc.boolean(), fc.constant(null));
+    const flat = fc.dictionary(key, scalar, { maxKeys: 4 });
+    const choice = fc.tuple(flat, fc.option(flat, { nil: undefined })).map(([c, delta]) => (delta === undefined ? c : { ...c, delta }));
+    const top = fc.tuple(flat, fc.array(choice, { maxLength: 3 })).map(([t, choices]) => ({ ...t, choices }));
+    fc.assert(
+      fc.property(top, (v) => {
+        const t = JSON.stringify(v);
+        const decides = (o: Record<string, unknown>): boolean => 'error' in o || (o.finish_reason ?? null) !== null || (o.usage ?? null) !== null;
+        const expectPlain = !decides(v) && v.choices.every((c) => !decides(c) && !(c.delta && decides(c.delta as Record<string, unknown>)));
+        assert.equal(!!PlainChunk.of(t), expectPlain, t);
+      }),
+      { numRuns: 5000 },
+    );
+  });
+});
+
+describe('plain chunks: forwarding', () => {
+  test('forwarded as the text it came in; read as the chunk; printed as the chunk', () => {
+    const text = '{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}],"usage":null}';
+    const p = PlainChunk.of(text);
+    assert.ok(p);
+    assert.equal(jsonText(p), text);
+    assert.deepEqual(p.choices, [{ index: 0, delta: { content: 'hi' }, finish_reason: null }]);
+    assert.equal(p.model, 'm');
+    assert.equal(p.usage, null);
+    assert.equal(JSON.stringify(p), text);
+  });
+
+  test('dropping "usage":null cuts it out of the text, wherever it stands; a text without it is unchanged', () => {
+    for (const text of ['{"usage":null,"id":"c","choices":[]}', '{"id":"c","usage":null,"choices":[]}', '{"id":"c","choices":[],"usage":null}', '{"id":"c","choices":[]}']) {
+      const p = PlainChunk.of(text);
+      assert.ok(p, text);
+      p.dropUsageNull();
+      assert.deepEqual(JSON.parse(jsonText(p)), { id: 'c', choices: [] });
+      assert.equal(p.usage, undefined);
+    }
+  });
+
+  test('two "usage" members (a duplicate key): the chunk is printed without usage', () => {
+    const p = PlainChunk.of('{"id":"c","usage":null,"choices":[],"usage":null}');
+    assert.ok(p);
+    p.dropUsageNull();
+    assert.deepEqual(JSON.parse(jsonText(p)), { id: 'c', choices: [] });
+  });
+});

@@ -9,8 +9,8 @@
  */
 import type { AbortLike } from '../abort.ts';
 import { GatewayError } from '../errors.ts';
-import { DONE, pollable, type Pollable } from '../pollable.ts';
-import { markFlushPoint } from '../protocol/event-text.ts';
+import { DONE, pollable, tellCommitted, type Pollable } from '../pollable.ts';
+import { markFlushPoint, PlainChunk } from '../protocol/event-text.ts';
 import type { Attempt } from './attempt.ts';
 import type { TargetHealth } from './health-state.ts';
 import type { Clock, ResolvedTarget } from './router.ts';
@@ -104,7 +104,9 @@ class Committed<T> implements AsyncIterableIterator<T>, Pollable<T> {
     private completed: boolean,
     private readonly started: number,
     private readonly ttft: number,
-  ) {}
+  ) {
+    tellCommitted(it);
+  }
 
   [Symbol.asyncIterator](): this {
     return this;
@@ -166,7 +168,8 @@ class Committed<T> implements AsyncIterableIterator<T>, Pollable<T> {
       return DONE;
     }
     this.args.attempt.refresh();
-    if (!this.completed && this.args.hooks.completes(r.value)) this.completed = true;
+    // a plain chunk never completes (event-text.ts)
+    if (!this.completed && !(r.value instanceof PlainChunk) && this.args.hooks.completes(r.value)) this.completed = true;
     return r;
   }
 
