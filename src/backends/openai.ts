@@ -69,8 +69,8 @@ export class OpenAICompatibleBackend implements BaseLLM {
     return res as ChatCompletion;
   }
 
-  async chatStream(req: ChatRequest, ctx: CallContext): Promise<AsyncIterable<ChatCompletionChunk>> {
-    return (await this.http.postStream('/chat/completions', { ...req, stream: true }, opts(ctx))) as AsyncIterable<ChatCompletionChunk>;
+  chatStream(req: ChatRequest, ctx: CallContext): Promise<AsyncIterable<ChatCompletionChunk>> {
+    return this.http.postStream('/chat/completions', { ...req, stream: true }, opts(ctx)) as Promise<AsyncIterable<ChatCompletionChunk>>;
   }
 
   async complete(req: CompletionRequest, ctx: CallContext): Promise<Completion> {
@@ -79,8 +79,8 @@ export class OpenAICompatibleBackend implements BaseLLM {
     return res as Completion;
   }
 
-  async completeStream(req: CompletionRequest, ctx: CallContext): Promise<AsyncIterable<Completion>> {
-    return (await this.http.postStream('/completions', { ...req, stream: true }, opts(ctx))) as AsyncIterable<Completion>;
+  completeStream(req: CompletionRequest, ctx: CallContext): Promise<AsyncIterable<Completion>> {
+    return this.http.postStream('/completions', { ...req, stream: true }, opts(ctx)) as Promise<AsyncIterable<Completion>>;
   }
 
   async embed(req: EmbeddingRequest, ctx: CallContext): Promise<EmbeddingAnswer> {

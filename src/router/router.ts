@@ -162,7 +162,7 @@ export class Router {
   }
 
   /** Runs `call` on the planned targets until one succeeds. */
-  async run<T>(req: RouteRequest, call: (t: ResolvedTarget, ctx: CallContext) => Promise<T>): Promise<Routed<T>> {
+  run<T>(req: RouteRequest, call: (t: ResolvedTarget, ctx: CallContext) => Promise<T>): Promise<Routed<T>> {
     return this.chain(req, async (t, a, h, remaining) => {
       const started = this.clock.now();
       a.arm(Math.min(this.timeoutFor(t), remaining), 'respond');
@@ -179,7 +179,7 @@ export class Router {
    * Opens a stream on the planned targets until one reaches its commit point, then hands the client
    * a stream of the buffered chunks and the rest as they arrive.
    */
-  async runStream<T>(
+  runStream<T>(
     req: RouteRequest,
     open: (t: ResolvedTarget, ctx: CallContext) => Promise<AsyncIterable<T>>,
     hooks: StreamHooks<T>,

@@ -62,10 +62,12 @@ export async function openCommitted<T>(args: OpenCommittedArgs<T>): Promise<Asyn
   try {
     const stream = await args.open();
     it = stream[Symbol.asyncIterator]();
+    // a chunk already read is taken without a promise (pollable.ts): the first token sooner
+    const ready = pollable(it);
     const buffered: T[] = [];
     let completed = false;
     for (;;) {
-      const r = await it.next();
+      const r = ready?.poll() ?? (await it.next());
       if (r.done) {
         const aborted = endedByAbort(a, args.classify);
         if (aborted) throw aborted;
