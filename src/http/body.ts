@@ -9,20 +9,24 @@ import { invalidRequest, payloadTooLarge } from '../errors.ts';
 import type { AppEnv } from './types.ts';
 
 /**
- * The whole body, when it came in with the head (the usual case for small JSON bodies): the parser
- * has seen its end and it waits in the stream's buffer, so it is taken now instead of two ticks and
- * a promise later. Undefined when some of it is still to come.
+ * The whole body, when it is already in the stream's buffer (the usual case for a small JSON body
+ * sent with its head): the parser has seen its end, or as many bytes as `content-length` declares
+ * are buffered. It is taken now instead of through listeners, two ticks and a promise. Undefined
+ * when some of it is still to come.
  */
-function bodyAlreadyHere(incoming: IncomingMessage, limit: number): Buffer | undefined {
-  if (!incoming.complete || incoming.readableFlowing !== null || incoming.destroyed) return undefined;
+function bodyAlreadyHere(incoming: IncomingMessage, limit: number, length: number | undefined): Buffer | undefined {
+  if (incoming.readableFlowing !== null || incoming.destroyed) return undefined;
+  if (!incoming.complete && (length === undefined || incoming.readableLength !== length)) return undefined;
   if (incoming.readableLength > limit) throw payloadTooLarge(limit);
-  // the parser has pushed the end too, so this drains the whole body (one buffer in paused mode)
+  // everything buffered, in one buffer in paused mode
   const parts: Buffer[] = [];
   let size = 0;
   for (let b = incoming.read() as Buffer | null; b !== null; b = incoming.read() as Buffer | null) {
     parts.push(b);
     size += b.length;
   }
+  // flowing from now on, so the end the parser pushes (already, or in a moment) is emitted
+  incoming.resume();
   return parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts, size);
 }
 
@@ -70,7 +74,8 @@ const UTF8 = new TextDecoder('utf-8', { fatal: true });
 
 export async function readJsonBody(c: Context<AppEnv>, limit: number): Promise<unknown> {
   const declared = c.req.header('content-length');
-  if (declared !== undefined && Number(declared) > limit) {
+  const length = declared === undefined ? undefined : Number(declared);
+  if (length !== undefined && length > limit) {
     c.header('connection', 'close');
     throw payloadTooLarge(limit);
   }
@@ -78,7 +83,14 @@ export async function readJsonBody(c: Context<AppEnv>, limit: number): Promise<u
   const incoming = (c.env as AppEnv['Bindings'] | undefined)?.incoming;
   try {
     if (incoming && !incoming.readableEnded) {
-      buf = bodyAlreadyHere(incoming, limit) ?? (await readIncoming(incoming, limit));
+      let here = bodyAlreadyHere(incoming, limit, length);
+      if (!here) {
+        // The handler runs inside the parser's callback for the head, before the parser has gone
+        // on to the body bytes of the same packet; a microtask later they are in the buffer.
+        await undefined;
+        here = bodyAlreadyHere(incoming, limit, length);
+      }
+      buf = here ?? (await readIncoming(incoming, limit));
     } else {
       const ab = await c.req.arrayBuffer();
       if (ab.byteLength > limit) throw payloadTooLarge(limit);
