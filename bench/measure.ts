@@ -103,6 +103,24 @@ export interface ProbeResult {
   errors: number;
 }
 
+/** Rounds of the same probe as one: the median of each per-round figure; counts and errors added up. */
+export function combineProbes(rounds: ProbeResult[]): ProbeResult {
+  const med = (pick: (r: ProbeResult) => number): number => {
+    const v = rounds.map(pick).sort((x, y) => x - y);
+    return v.length === 0 ? Number.NaN : v.length % 2 ? (v[v.length >> 1] as number) : ((v[v.length / 2 - 1] as number) + (v[v.length / 2] as number)) / 2;
+  };
+  return {
+    ttfb50: med((r) => r.ttfb50),
+    ttfb99: med((r) => r.ttfb99),
+    ttft50: med((r) => r.ttft50),
+    ttft99: med((r) => r.ttft99),
+    total50: med((r) => r.total50),
+    reads50: med((r) => r.reads50),
+    count: rounds.reduce((s, r) => s + r.count, 0),
+    errors: rounds.reduce((s, r) => s + r.errors, 0),
+  };
+}
+
 /** One connection, one request at a time, for `seconds` (at least `minCount` requests). */
 export async function probeStream(base: string, path: string, body: string, seconds: number, minCount = 10): Promise<ProbeResult> {
   const client = new Client(base, { pipelining: 1, keepAliveTimeout: 60_000 });

@@ -200,7 +200,7 @@ export function render(r: Report): string {
     '',
     loadTable(r.rows),
     '',
-    'Streams, one request at a time: TTFB = first body byte, TTFT = first content token (the gateway holds the response until the first content chunk, its commit point, so for it the two coincide). "zero-latency" sends the whole stream at once; "paced" sends a chunk every 5 ms (role, 20 contents, finish, [DONE]; the gateway always asks upstream for usage, one event more, so its stream ends ~5 ms later). Body reads = separate arrivals at the client: a proxy that buffered the stream would show a handful, not ~one per event.',
+    'Streams, one request at a time: TTFB = first body byte, TTFT = first content token (the gateway holds the response until the first content chunk, its commit point, so for it the two coincide). "zero-latency" sends the whole stream at once (three interleaved rounds of 1 s; each figure is the median of the rounds of a target, n their sum); "paced" sends a chunk every 5 ms (role, 20 contents, finish, [DONE]; the gateway always asks upstream for usage, one event more, so its stream ends ~5 ms later). Body reads = separate arrivals at the client: a proxy that buffered the stream would show a handful, not ~one per event.',
     '',
     probeTable(r.probes),
   ];
