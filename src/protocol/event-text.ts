@@ -61,9 +61,11 @@ export function droppedUsageNull(value: object): void {
   else ringTexts[slot] = cut;
 }
 
-/** `text` without its one top-level `"usage":null` member; undefined when that is not provably safe. */
-function withoutUsageNull(t: string): string | undefined {
-  const i = t.indexOf(USAGE_KEY);
+/**
+ * `text` without its one top-level `"usage":null` member; undefined when that is not provably safe.
+ * `i` is where `"usage"` first stands in it, when the caller has looked already.
+ */
+function withoutUsageNull(t: string, i = t.indexOf(USAGE_KEY)): string | undefined {
   if (i < 0 || t.indexOf(USAGE_KEY, i + 1) >= 0 || !t.startsWith(USAGE_NULL, i)) return undefined;
   const end = i + USAGE_NULL.length;
   if (t[i - 1] === ',') return t.slice(0, i - 1) + t.slice(end);
@@ -140,8 +142,9 @@ export class PlainChunk {
   /** Drops its `"usage":null` member (the client did not ask for usage). */
   dropUsageNull(): void {
     // keys have no escapes (the grammar), so a text without `"usage"` has no such member
-    if (!this.text.includes(USAGE_KEY)) return;
-    const cut = withoutUsageNull(this.text);
+    const at = this.text.indexOf(USAGE_KEY);
+    if (at < 0) return;
+    const cut = withoutUsageNull(this.text, at);
     if (cut !== undefined) this.text = cut;
     else {
       const { usage: _, ...rest } = this.value();
