@@ -392,6 +392,40 @@ describe('OpenAIHttpClient: SSE', () => {
     await agent.close();
   });
 
+  test('a consumer that stops pulling stops the upstream read (the upstream blocks); every event arrives once it pulls again', async () => {
+    const { http, agent } = client({ maxResponseBytes: 64 * 1024 });
+    const EVENTS = 2500; // 2,500 × ~16 KiB = ~40 MiB: far beyond what the sockets' buffers hold
+    const pad = 'x'.repeat(16 * 1024);
+    let written = 0;
+    let finished = false;
+    handler = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      let i = 0;
+      const pump = (): void => {
+        while (i < EVENTS) {
+          const ev = `data: {"n":${i++},"pad":"${pad}"}\n\n`;
+          written += ev.length;
+          if (!res.write(ev)) {
+            res.once('drain', pump);
+            return;
+          }
+        }
+        res.end('data: [DONE]\n\n', () => (finished = true));
+      };
+      pump();
+    };
+    const it = await http.postStream('/x', {}, { signal: signal() });
+    assert.equal(((await it.next()).value as { n: number }).n, 0);
+    await sleep(300);
+    assert.ok(!finished, 'the upstream could not finish while nobody read');
+    assert.ok(written < 30 * 1024 * 1024, `${(written / 2 ** 20).toFixed(1)} MiB written while the consumer paused`);
+    let next = 1;
+    for await (const v of it) assert.equal((v as { n: number }).n, next++);
+    assert.equal(next, EVENTS);
+    assert.ok(finished);
+    await agent.close();
+  });
+
   test('non-2xx on a stream request → the status mapping, before any iterator exists', async () => {
     const { http, agent } = client();
     handler = (_req, res) => {

@@ -15,34 +15,54 @@ import { redact, upstreamMalformed } from './upstream-errors.ts';
 /** Largest tail read after `data: [DONE]` while waiting for the body to end. */
 const MAX_TAIL_BYTES = 64 * 1024;
 
+/**
+ * Body bytes read but not yet taken by the consumer beyond which the upstream read pauses (as a
+ * Readable's high-water mark would): a consumer that stops pulling (a slow client) stops the read.
+ */
+const HIGH_WATER_BYTES = 64 * 1024;
+
 export type Body = Dispatcher.ResponseData['body'];
 
+/** What an upstream read can be told: undici's dispatch controller. */
+export interface ReadControl {
+  pause(): void;
+  resume(): void;
+  abort(reason: Error): void;
+}
+
 /**
- * The parsed `data:` payloads of an event stream, one `next()` at a time: a body chunk is read
- * only when the payloads of the previous one are used up, so nothing buffers beyond one chunk
- * (and one unfinished event, capped).
+ * The parsed `data:` payloads of an event stream, one `next()` at a time. It is fed by the undici
+ * dispatch handler of the call (StreamCall, openai-http.ts) as the bytes arrive — no Readable, no
+ * async iterator and no promise per read in between — and learns the end of the body in the same
+ * turn as its last bytes, so a consumer sees the end without waiting for another tick. Payloads
+ * are parsed when taken; the read pauses while more than HIGH_WATER_BYTES wait to be taken.
  */
 export class SseIterator implements AsyncIterableIterator<unknown>, Pollable<unknown>, CommitAware {
-  private readonly it: AsyncIterator<Buffer>;
   private readonly decoder = new StringDecoder('utf8');
   private readonly parser: EventSourceParser;
   /** `data:` payloads read but not yet taken */
   private readonly ready: string[] = [];
   private head = 0;
-  /** raised while parsing a chunk; thrown once the payloads before it are used */
+  /** raised while reading; thrown once the payloads before it are used */
   private failure: unknown = undefined;
   private sawDone = false;
   private tailBytes = 0;
+  /** the body ended (or failed, or was closed): nothing more will be read */
   private finished = false;
+  /** the read is over on undici's side (ended, failed or aborted) */
+  private over = false;
+  private paused = false;
+  private waitingBytes = 0;
+  private wake: (() => void) | undefined = undefined;
   /** past the commit point: plain chunks are kept as their text (PlainChunk) */
   private committed = false;
+  private readonly stopListening: () => void;
 
   constructor(
-    private readonly body: Body,
+    private readonly control: ReadControl,
     private readonly signal: CallSignal,
     private readonly o: OpenAIHttpOptions,
   ) {
-    this.it = (body as AsyncIterable<Buffer>)[Symbol.asyncIterator]();
     const framing = o.sseFraming;
     this.parser = createParser({
       maxBufferSize: o.maxResponseBytes,
@@ -62,59 +82,89 @@ export class SseIterator implements AsyncIterableIterator<unknown>, Pollable<unk
         }
       },
     });
+    // an abort (the client went away, a timeout) ends the read; read() turns it into the signal's reason
+    this.stopListening = onAbort(signal, () => this.abortRead(abortReason(signal)));
   }
 
   [Symbol.asyncIterator](): AsyncIterableIterator<unknown> {
     return this;
   }
 
+  // ---- fed by the dispatch handler ----
+
+  /** Body bytes. */
+  read(chunk: Buffer): void {
+    if (this.finished) return;
+    if (this.sawDone) {
+      // read to the end so the connection goes back to the pool, but not forever
+      this.tailBytes += chunk.length;
+      if (this.tailBytes > MAX_TAIL_BYTES) this.close();
+      return;
+    }
+    this.feed(this.decoder.write(chunk));
+    this.waitingBytes += chunk.length;
+    if (this.waitingBytes > HIGH_WATER_BYTES && this.head < this.ready.length && !this.paused) {
+      this.paused = true;
+      this.control.pause();
+    }
+    this.notify();
+  }
+
+  /** The body ended cleanly. A last event without its blank line still counts. */
+  ended(): void {
+    this.over = true;
+    this.stopListening();
+    if (this.finished) return;
+    if (!this.sawDone) this.feed(`${this.decoder.end()}\n\n`);
+    this.finished = true;
+    this.notify();
+  }
+
+  /** The read failed: an abort (the signal's reason), or the connection was lost. */
+  failed(err: unknown): void {
+    this.over = true;
+    this.stopListening();
+    if (this.finished) return;
+    if (this.signal.aborted) this.failNow(abortReason(this.signal));
+    else this.fail(connectionLost(this.o.backend, err, this.o.secrets));
+    this.finished = true;
+    this.notify();
+  }
+
+  // ---- taken by the consumer ----
+
   /** The next payload when one is read already, the failure or the end; undefined when a read is needed. */
   poll(): IteratorResult<unknown> | undefined {
-    while (this.head < this.ready.length) {
-      const data = this.ready[this.head++] as string;
-      if (this.head === this.ready.length) {
-        this.ready.length = 0;
-        this.head = 0;
+    for (;;) {
+      while (this.head < this.ready.length) {
+        const data = this.ready[this.head++] as string;
+        if (this.head === this.ready.length) this.drained();
+        // parsed when taken, not when read: the first event of a read leaves before the others are parsed
+        const value = this.parse(data);
+        if (value !== undefined) return { done: false, value };
       }
-      // parsed when taken, not when read: the first event of a read leaves before the others are parsed
-      const value = this.parse(data);
-      if (value !== undefined) return { done: false, value };
+      if (this.failure !== undefined) {
+        const f = this.failure;
+        this.failure = undefined;
+        this.close();
+        throw f;
+      }
+      if (this.finished) return DONE;
+      if (!this.paused) return undefined;
+      // everything read is taken: read on (which may deliver more bytes right away)
+      this.paused = false;
+      this.control.resume();
+      if (this.head === this.ready.length && this.failure === undefined && !this.finished) return undefined;
     }
-    if (this.failure !== undefined) {
-      const f = this.failure;
-      this.failure = undefined;
-      this.close();
-      throw f;
-    }
-    if (this.finished) return DONE;
-    return undefined;
   }
 
   async next(): Promise<IteratorResult<unknown>> {
     for (;;) {
       const ready = this.poll();
       if (ready !== undefined) return ready;
-      let r: IteratorResult<Buffer>;
-      try {
-        r = await this.it.next();
-      } catch (err) {
-        this.close();
-        if (this.signal.aborted) throw abortReason(this.signal);
-        throw connectionLost(this.o.backend, err, this.o.secrets);
-      }
-      if (r.done) {
-        // A last event without its blank line still counts: the body ended cleanly.
-        if (!this.sawDone) this.feed(`${this.decoder.end()}\n\n`);
-        this.finished = true;
-        continue;
-      }
-      if (this.sawDone) {
-        // Read to the end so the connection goes back to the pool, but not forever.
-        this.tailBytes += r.value.length;
-        if (this.tailBytes > MAX_TAIL_BYTES) this.close();
-        continue;
-      }
-      this.feed(this.decoder.write(r.value));
+      await new Promise<void>((resolve) => {
+        this.wake = resolve;
+      });
     }
   }
 
@@ -125,6 +175,19 @@ export class SseIterator implements AsyncIterableIterator<unknown>, Pollable<unk
   async return(): Promise<IteratorResult<unknown>> {
     this.close();
     return { done: true, value: undefined };
+  }
+
+  private notify(): void {
+    const w = this.wake;
+    if (w === undefined) return;
+    this.wake = undefined;
+    w();
+  }
+
+  private drained(): void {
+    this.ready.length = 0;
+    this.head = 0;
+    this.waitingBytes = 0;
   }
 
   private feed(text: string): void {
@@ -172,21 +235,48 @@ export class SseIterator implements AsyncIterableIterator<unknown>, Pollable<unk
   /** A failure found in an event being taken: it comes before anything read after that event. */
   private failNow(err: unknown): void {
     this.failure = err;
-    this.ready.length = 0;
-    this.head = 0;
+    this.drained();
   }
 
   private fail(err: unknown): void {
     this.failure ??= err;
   }
 
-  /** Ends the stream for good: a body not read to its end is destroyed (its connection closes). */
+  /** Ends the read while undici is still reading; what it reports afterwards is ignored. */
+  private abortRead(reason: unknown): void {
+    if (this.over) return;
+    this.over = true;
+    this.stopListening();
+    if (!this.finished) {
+      // what was read but not taken is dropped: the stream is over for its consumer now
+      this.failNow(reason);
+      this.finished = true;
+    }
+    this.control.abort(reason instanceof Error ? reason : new DOMException('The operation was aborted.', 'AbortError'));
+    this.notify();
+  }
+
+  /** Ends the stream for good: a body not read to its end is aborted (its connection closes). */
   private close(): void {
     this.finished = true;
-    this.ready.length = 0;
-    this.head = 0;
-    discard(this.body);
+    this.drained();
+    if (!this.over) {
+      this.over = true;
+      this.stopListening();
+      this.control.abort(new DOMException('The stream was closed by its consumer.', 'AbortError'));
+    }
+    this.notify();
   }
+}
+
+/** Calls `fn` once when `signal` aborts (an AbortSignal or an EventEmitter-style abort); the remover. */
+export function onAbort(signal: CallSignal, fn: () => void): () => void {
+  if (signal instanceof EventTarget) {
+    signal.addEventListener('abort', fn, { once: true });
+    return () => signal.removeEventListener('abort', fn);
+  }
+  signal.once('abort', fn);
+  return () => void signal.removeListener('abort', fn);
 }
 
 /** A `data: {"error":…}` event: the OpenAI-style mid-stream error. */
