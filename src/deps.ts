@@ -27,4 +27,6 @@ export interface Deps {
   startedAt: number;
   /** ready: every backend's load() has settled; loading: that promise (tests await it). */
   lifecycle: { ready: boolean; draining: boolean; loading?: Promise<void> };
+  /** API requests being served now (counted by the access log; outlives config reloads). */
+  traffic: { inFlight: number };
 }

@@ -46,6 +46,7 @@ export class Runtime {
   private readonly metrics = new Metrics();
   private readonly health: HealthState;
   private readonly lifecycle: Deps['lifecycle'] = { ready: false, draining: false };
+  private readonly traffic: Deps['traffic'] = { inFlight: 0 };
   private readonly startedAt = Date.now();
   private reloading: Promise<ReloadResult> | undefined;
 
@@ -107,6 +108,7 @@ export class Runtime {
       version: this.version,
       startedAt: this.startedAt,
       lifecycle: this.lifecycle,
+      traffic: this.traffic,
       statusExtras: {
         cache: () => cacheSection(this.metrics, config.cache.enabled),
         keys: () => keysSection(config, services.store),

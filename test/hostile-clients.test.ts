@@ -21,6 +21,7 @@ import {
   cleanAndServing,
   eventually,
   inFlightOf,
+  statusInFlightOf,
   pool,
   requestsTotalOf,
   MB,
@@ -157,9 +158,11 @@ admin: { key: "${ADMIN}" }
     assert.ok(w2 < READERS * 40 * MB, `what was written is bounded by socket buffers, not the stream's length: ${(w2 / MB).toFixed(1)} MB for ${READERS} streams`);
     assert.ok(heapPaused - heap0 < 32 * MB, `gateway heap grew by ${((heapPaused - heap0) / MB).toFixed(1)} MB with ${READERS} stalled readers`);
     assert.equal(await inFlight(gw), READERS, 'the stalled streams are in flight');
+    assert.equal(await statusInFlightOf(gw, ADMIN), READERS, '/status counts them too');
     for (const s of readers) s.socket.destroy();
     await eventually(() => endless.open(), (n) => n === 0, 'every upstream stream to be closed', 15_000);
     await assertCleanAndServing(gw, 'ok');
+    assert.equal(await statusInFlightOf(gw, ADMIN), 0, '/status: nothing in flight');
     const heap1 = await settledHeap();
     assert.ok(heap1 - heap0 < 16 * MB, `heap back near its baseline: ${((heap1 - heap0) / MB).toFixed(1)} MB over`);
   });

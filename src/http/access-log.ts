@@ -18,7 +18,7 @@ const REQUEST_ID = /^[A-Za-z0-9._:@\-]{1,128}$/;
 const round2 = (v: number | undefined): number | undefined => (v === undefined ? undefined : Math.round(v * 100) / 100);
 
 export function accessLog(deps: Deps): MiddlewareHandler<AppEnv> {
-  const { metrics, labels } = deps;
+  const { metrics, labels, traffic } = deps;
   return async (c, next) => {
     const startedAt = performance.now();
     const given = c.req.header('x-request-id');
@@ -35,6 +35,7 @@ export function accessLog(deps: Deps): MiddlewareHandler<AppEnv> {
     const track = (): void => {
       if (counted) return;
       counted = true;
+      traffic.inFlight++;
       metrics.inFlight.inc({ route: log.route });
     };
     const finish = (): void => {
@@ -64,7 +65,10 @@ export function accessLog(deps: Deps): MiddlewareHandler<AppEnv> {
         upstream_ms: round2(log.upstreamMs),
         latency_ms: round2(latency),
       });
-      if (counted) metrics.inFlight.dec({ route: log.route });
+      if (counted) {
+        traffic.inFlight--;
+        metrics.inFlight.dec({ route: log.route });
+      }
       if (log.route === 'unmatched' || log.route === '/metrics') return;
       const model = labels.model(log.model);
       const backend = labels.backend(log.backend);

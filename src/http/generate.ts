@@ -53,6 +53,7 @@ export function generationHandler<Req extends { model: string; stream?: boolean 
         () => {
           log.ttftMs = performance.now() - log.startedAt;
         },
+        () => deps.traffic.inFlight > 1,
       );
       return alreadySent();
     }

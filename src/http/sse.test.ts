@@ -24,7 +24,7 @@ interface Captured {
 let serving: http.ServerResponse | undefined;
 
 /** Serves one request with writeSse(src) and records the payload of every write and end. */
-async function capture(src: AsyncIterable<object>): Promise<Captured> {
+async function capture(src: AsyncIterable<object>, busy?: () => boolean): Promise<Captured> {
   const writes: string[] = [];
   let ended: Error | null | undefined;
   const server = http.createServer((_req, res) => {
@@ -33,7 +33,7 @@ async function capture(src: AsyncIterable<object>): Promise<Captured> {
     const end = res.end.bind(res) as (chunk?: string) => http.ServerResponse;
     res.write = ((chunk: string) => (writes.push(String(chunk)), write(chunk))) as typeof res.write;
     res.end = ((chunk?: string) => (writes.push(`end:${chunk ?? ''}`), end(chunk))) as typeof res.end;
-    writeSse(res, {}, src, 5000, (err) => (ended = err));
+    writeSse(res, {}, src, 5000, (err) => (ended = err), undefined, busy);
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   try {
@@ -128,6 +128,36 @@ describe('writeSse: socket writes', () => {
     const c = await capture({ [Symbol.asyncIterator]: () => it });
     assert.equal(c.body, expected(22));
     assert.deepEqual(heldAtNextPull, [0]);
+  });
+
+  test('while other requests are in flight, the first token waits for the rest of its read: a stream read whole leaves in one system call with its end', async () => {
+    const items = chunks(22, 1);
+    const heldAtNextPull: number[] = [];
+    let socketWrites = 0;
+    let i = 0;
+    const it: Pollable<object> = {
+      poll: () => {
+        if (i === 2) {
+          heldAtNextPull.push(serving?.socket?.writableLength ?? -1);
+          // every system call for this response from here on (writev for joined buffers, write for one)
+          const sock = serving?.socket as unknown as { _writev: (...a: unknown[]) => unknown; _write: (...a: unknown[]) => unknown } | undefined;
+          if (sock) {
+            const wv = sock._writev.bind(sock);
+            const w = sock._write.bind(sock);
+            sock._writev = (...a: unknown[]) => (socketWrites++, wv(...a));
+            sock._write = (...a: unknown[]) => (socketWrites++, w(...a));
+          }
+        }
+        return i < items.length ? { done: false, value: items[i++] as object } : DONE;
+      },
+      next: async () => DONE,
+    };
+    let asked = 0;
+    const c = await capture({ [Symbol.asyncIterator]: () => it }, () => (asked++, true));
+    assert.equal(c.body, expected(22));
+    assert.ok(asked > 0, 'the writer asked whether others are in flight');
+    assert.ok((heldAtNextPull[0] ?? 0) > 0, 'the first token is still in Node\'s buffer when the next chunk is pulled');
+    assert.equal(socketWrites, 1, 'head, first token, the rest and the end: one system call');
   });
 
   test('a failure after the commit point: what was ready, then the error event, in the end write; no [DONE]', async () => {

@@ -3,8 +3,8 @@
  * Events, straight to Node's ServerResponse, pulling no more chunks while Node's buffer for the
  * client is full (so a slow client slows the upstream read instead of growing a buffer). Chunks
  * are joined into one write per event-loop turn, which adds no wait; the chunk at the router's
- * commit point is written at once with what is held before it, so the first token does not wait
- * for the rest of its batch. A failure after the commit point becomes a final `data: {"error":…}`
+ * commit point is written with what is held before it, and sent at once unless other requests are
+ * in flight (see sendFirst). A failure after the commit point becomes a final `data: {"error":…}`
  * event — which the OpenAI SDKs raise as an APIError — and the stream ends without `[DONE]`, so the
  * loss is visible. A client that goes away stops the
  * pull and returns the iterator; the upstream request is aborted through the request's signal.
@@ -33,7 +33,8 @@ function sseEvent(data: unknown): string {
  * Sends the head (200, SSE_HEADERS plus `headers`) and then every chunk of `src`. `onEnd` is called
  * exactly once: with null after [DONE], or with the error that ended the stream (a client that went
  * away, or took nothing for `sendTimeoutMs` and was disconnected: 499 client_closed).
- * `onFirstChunk` when the first chunk was handed to the socket.
+ * `onFirstChunk` when the first chunk was handed to the socket. `busy`: whether other requests are
+ * in flight (then the first token may wait for the rest of its upstream read, see sendFirst).
  */
 export function writeSse<T>(
   res: ServerResponse,
@@ -42,6 +43,7 @@ export function writeSse<T>(
   sendTimeoutMs: number,
   onEnd: (err: GatewayError | null) => void,
   onFirstChunk?: () => void,
+  busy?: () => boolean,
 ): void {
   res.writeHead(200, { ...headers, ...SSE_HEADERS });
   const it = src[Symbol.asyncIterator]();
@@ -75,13 +77,19 @@ export function writeSse<T>(
     chunkWritten();
   };
   /**
-   * The commit point's write, sent now. Node corks the socket on a chunked write and uncorks it on
-   * the next tick, which comes only after this loop has pulled (and parsed) everything else ready
-   * in the same read: without the uncork, the first token would wait for the whole read.
+   * The commit point's write. Node corks the socket on a chunked write and uncorks it on the next
+   * tick, which comes only after this loop has pulled (and parsed) everything else ready in the
+   * same upstream read. When this is the only request in flight, the socket is uncorked now: the
+   * first token does not wait for the rest of its read. When others are in flight it stays corked
+   * until that tick, so what was read with the first token leaves in the same system call — and a
+   * stream read whole (a fast upstream, a short answer) in one write with its end instead of two:
+   * under load that saves ~7% of a stream's CPU, and the wait (one read's processing, tens of µs)
+   * is small against the queueing every request then sees. A first token that arrives alone in its
+   * read (a real model's, typically) leaves at once either way.
    */
-  const sendNow = (text: string): void => {
+  const sendFirst = (text: string): void => {
     send(text);
-    res.socket?.uncork();
+    if (busy?.() !== true) res.socket?.uncork();
   };
   const batch = new WriteBatch(send, setImmediate);
   /** The last write(s) and the end of the response. */
@@ -108,7 +116,7 @@ export function writeSse<T>(
           end(null);
           return;
         }
-        if (isFlushPoint(r.value)) sendNow(batch.take() + sseEvent(r.value));
+        if (isFlushPoint(r.value)) sendFirst(batch.take() + sseEvent(r.value));
         else batch.push(sseEvent(r.value));
       }
     } catch (err) {

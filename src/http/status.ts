@@ -58,7 +58,6 @@ export async function statusReport(deps: Deps): Promise<StatusReport> {
     });
     models.push({ name, policy: m.policy, targets });
   }
-  const inFlight = (await deps.metrics.inFlight.get()).values.reduce((s, v) => s + v.value, 0);
   const extras: Record<string, unknown> = {};
   for (const [k, fn] of Object.entries(deps.statusExtras ?? {})) extras[k] = await fn();
   return {
@@ -66,7 +65,7 @@ export async function statusReport(deps: Deps): Promise<StatusReport> {
     uptime_s: Math.round((now - deps.startedAt) / 1000),
     ready: deps.lifecycle.ready,
     draining: deps.lifecycle.draining,
-    in_flight: inFlight,
+    in_flight: deps.traffic.inFlight,
     models,
     extras,
   };

@@ -200,6 +200,12 @@ export async function inFlightOf(gw: TestGateway, adminKey: string): Promise<num
   return metricSum(await scrapeMetrics(gw.url, adminKey), 'switchyard_in_flight_requests');
 }
 
+/** /status's in_flight (counted apart from the metric; the SSE writer reads it to decide how to write). */
+export async function statusInFlightOf(gw: TestGateway, adminKey: string): Promise<number> {
+  const r = await oneShot(gw.url, 'GET', '/status', undefined, { authorization: `Bearer ${adminKey}` });
+  return (JSON.parse(r.text) as { in_flight: number }).in_flight;
+}
+
 export async function requestsTotalOf(gw: TestGateway, adminKey: string, route = CHAT): Promise<number> {
   return metricSum(await scrapeMetrics(gw.url, adminKey), 'switchyard_requests_total', { route });
 }
