@@ -129,6 +129,23 @@ describe('OpenAIHttpClient: JSON', () => {
     await agent.close();
   });
 
+  test("a call's header replaces the backend's header of the same name (one value, any case), on JSON and stream calls", async () => {
+    const { http, agent } = client();
+    handler = (req, res) => {
+      if (req.headers.accept === 'text/event-stream') return sse(res, ['data: [DONE]\n\n']);
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end('{}');
+    };
+    await http.postJson('/x', {}, { signal: signal(), headers: { 'X-EXTRA': 'call', 'x-request-id': 'r1' } });
+    await collect(await http.postStream('/x', {}, { signal: signal(), headers: { 'x-extra': 'call2', Accept: 'text/event-stream' } }));
+    assert.equal(seen[0]?.headers['x-extra'], 'call');
+    assert.equal(seen[0]?.headers['x-request-id'], 'r1');
+    assert.equal(seen[1]?.headers['x-extra'], 'call2');
+    assert.equal(seen[1]?.headers.accept, 'text/event-stream');
+    assert.equal(seen[1]?.headers.authorization, `Bearer ${KEY}`);
+    await agent.close();
+  });
+
   test('keeps the connection alive across calls', async () => {
     const { http, agent } = client();
     handler = (_req, res) => {

@@ -80,6 +80,7 @@ export class OpenAIHttpClient {
   private readonly origin: string;
   private readonly prefix: string;
   private readonly headers: Record<string, string>;
+  private readonly flatHeaders: string[] = [];
 
   constructor(private readonly o: OpenAIHttpOptions) {
     const u = new URL(o.baseUrl);
@@ -89,6 +90,7 @@ export class OpenAIHttpClient {
     for (const [k, v] of Object.entries(o.headers)) this.headers[k.toLowerCase()] = v;
     // Bodies are read as they come: no content coding (fetch would have decoded gzip/br).
     this.headers['accept-encoding'] = 'identity';
+    for (const k in this.headers) this.flatHeaders.push(k, this.headers[k] as string);
   }
 
   /** POST a JSON body, answer the parsed JSON of the 2xx response. */
@@ -129,11 +131,32 @@ export class OpenAIHttpClient {
     });
   }
 
-  private headersFor(accept: string, opts: CallOptions): Record<string, string> {
-    const headers: Record<string, string> = { ...this.headers, accept };
-    if (opts.headers) for (const [k, v] of Object.entries(opts.headers)) headers[k.toLowerCase()] = v;
-    return headers;
+  /**
+   * The request's headers as undici's flat [name, value, …] list (which it takes without listing an
+   * object's keys): the static ones, `accept`, then the call's, which replace a static one of the
+   * same name.
+   */
+  private headersFor(accept: string, opts: CallOptions): string[] {
+    const call = opts.headers;
+    const flat = this.flatHeaders.slice();
+    let clash = false;
+    for (const k in call) {
+      const name = k.toLowerCase();
+      if (name === 'accept' || this.headers[name] !== undefined) clash = true;
+    }
+    if (!clash) {
+      flat.push('accept', accept);
+      for (const k in call) flat.push(k.toLowerCase(), call[k] as string);
+      return flat;
+    }
+    // rare: the call sets a header the backend also sets — one value per name, the call's
+    const merged: Record<string, string> = { ...this.headers, accept };
+    for (const k in call) merged[k.toLowerCase()] = call[k] as string;
+    const out: string[] = [];
+    for (const k in merged) out.push(k, merged[k] as string);
+    return out;
   }
+
 
   private async send(method: 'GET' | 'POST', path: string, body: string | undefined, accept: string, opts: CallOptions): Promise<Response> {
     const headers = this.headersFor(accept, opts);
