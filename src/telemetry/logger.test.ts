@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createLogger, stdoutSink } from './logger.ts';
+import { createLogger, isoNow, stdoutSink } from './logger.ts';
 
 describe('stdoutSink', () => {
   test('lines of one flush interval are written together, in order, when it ends', async () => {
@@ -62,3 +62,12 @@ describe('createLogger lines', () => {
   });
 });
 
+describe('isoNow', () => {
+  test('is Date#toISOString for any millisecond, also when time goes back or jumps', () => {
+    const base = Date.UTC(2026, 10, 30, 23, 59, 58, 0);
+    const times = [base, base + 1, base + 9, base + 10, base + 99, base + 100, base + 999, base + 1000, base + 1999, base + 2000, base - 1, base, Date.UTC(2027, 0, 1), 0, 1, 999, 1000, Date.now()];
+    for (let i = 0; i < 5000; i++) times.push(base + Math.floor(Math.random() * 10_000_000) - 5_000_000);
+    for (const t of times) assert.equal(isoNow(t), new Date(t).toISOString(), String(t));
+    assert.match(isoNow(), /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
+  });
+});
