@@ -70,7 +70,7 @@ export class OpenAICompatibleBackend implements BaseLLM {
   }
 
   chatStream(req: ChatRequest, ctx: CallContext): Promise<AsyncIterable<ChatCompletionChunk>> {
-    return this.http.postStream('/chat/completions', { ...req, stream: true }, opts(ctx)) as Promise<AsyncIterable<ChatCompletionChunk>>;
+    return this.http.postStream('/chat/completions', req.stream === true ? req : { ...req, stream: true }, opts(ctx)) as Promise<AsyncIterable<ChatCompletionChunk>>;
   }
 
   async complete(req: CompletionRequest, ctx: CallContext): Promise<Completion> {
@@ -80,7 +80,7 @@ export class OpenAICompatibleBackend implements BaseLLM {
   }
 
   completeStream(req: CompletionRequest, ctx: CallContext): Promise<AsyncIterable<Completion>> {
-    return this.http.postStream('/completions', { ...req, stream: true }, opts(ctx)) as Promise<AsyncIterable<Completion>>;
+    return this.http.postStream('/completions', req.stream === true ? req : { ...req, stream: true }, opts(ctx)) as Promise<AsyncIterable<Completion>>;
   }
 
   async embed(req: EmbeddingRequest, ctx: CallContext): Promise<EmbeddingAnswer> {
