@@ -8,7 +8,7 @@ import { createParser, type EventSourceParser, type ParseError } from 'eventsour
 import type { Dispatcher } from 'undici';
 import { GatewayError } from '../errors.ts';
 import { DONE, type CommitAware, type Pollable } from '../pollable.ts';
-import { keepText, PlainChunk } from '../protocol/event-text.ts';
+import { keepText, PlainChunk, PlainHead } from '../protocol/event-text.ts';
 import type { CallSignal, OpenAIHttpOptions } from './openai-http.ts';
 import { redact, upstreamMalformed } from './upstream-errors.ts';
 
@@ -56,6 +56,8 @@ export class SseIterator implements AsyncIterableIterator<unknown>, Pollable<unk
   private wake: (() => void) | undefined = undefined;
   /** past the commit point: plain chunks are kept as their text (PlainChunk) */
   private committed = false;
+  /** the head this stream's chunks share, once checked (PlainChunk.of) */
+  private readonly plainHead = new PlainHead();
   private readonly stopListening: () => void;
 
   constructor(
@@ -210,7 +212,7 @@ export class SseIterator implements AsyncIterableIterator<unknown>, Pollable<unk
    */
   private parse(data: string): object | undefined {
     if (this.committed) {
-      const plain = PlainChunk.of(data);
+      const plain = PlainChunk.of(data, this.plainHead);
       if (plain) return plain;
     }
     let value: unknown;

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { droppedUsageNull, jsonText, keepText, PlainChunk } from './event-text.ts';
+import { droppedUsageNull, jsonText, keepText, PLAIN_GRAMMAR, PlainChunk, PlainHead } from './event-text.ts';
 
 function parsed(text: string): Record<string, unknown> {
   return keepText(JSON.parse(text) as Record<string, unknown>, text);
@@ -165,6 +165,64 @@ describe('plain chunks: the grammar', () => {
   });
 });
 
+describe('plain chunks: a stream\'s shared head', () => {
+  test('property: with one PlainHead over a stream of edited texts, a text is plain exactly when the whole grammar accepts it, and usage reads and drops as with a fresh head', () => {
+    const seeds = [
+      '{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"m","choices":[{"index":0,"delta":{"content":"a"},"logprobs":null,"finish_reason":null}],"usage":null}',
+      '{"usage":null,"id":"c","choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}',
+      '{"id":"c","choices":[{"index":0,"finish_reason":null},{"index":1,"delta":{"role":"assistant","content":""}}]}',
+      '{"id":"c","choices":[{"delta":{},"usage":null}],"usage":null,"x":1}',
+    ];
+    const alphabet = '{}[]:,"\\ nulltrefas0123456789.-+eEu_' + 'error' + 'finish_reason' + 'usage' + 'delta';
+    const edit = fc.tuple(fc.nat(), fc.nat(), fc.string({ unit: fc.constantFrom(...alphabet), maxLength: 6 }), fc.boolean());
+    let plain = 0;
+    let viaHead = 0;
+    fc.assert(
+      fc.property(fc.constantFrom(...seeds), fc.array(fc.array(edit, { maxLength: 3 }), { minLength: 1, maxLength: 8 }), (seed, stream) => {
+        const head = new PlainHead();
+        for (const edits of stream) {
+          let t = seed;
+          for (const [at, del, ins, tailOnly] of edits) {
+            // most edits touch only what follows the delta's opening, as a stream's tokens do
+            const from = tailOnly ? t.indexOf('"delta":{') + 9 : 0;
+            const i = from + (at % (t.length - from + 1));
+            t = t.slice(0, i) + ins + t.slice(i + (del % 4));
+          }
+          const before = head.text;
+          const p = PlainChunk.of(t, head);
+          assert.equal(!!p, PLAIN_GRAMMAR.test(t), t);
+          if (!p) continue;
+          plain++;
+          if (before !== '' && t.startsWith(before)) viaHead++;
+          const fresh = PlainChunk.of(t);
+          assert.ok(fresh);
+          assert.equal(p.usage, fresh.usage, t);
+          p.dropUsageNull();
+          fresh.dropUsageNull();
+          assert.equal(jsonText(p), jsonText(fresh), t);
+          const { usage: _, ...rest } = JSON.parse(t) as Record<string, unknown>;
+          assert.deepEqual(JSON.parse(jsonText(p)), rest, t);
+        }
+      }),
+      { numRuns: 5000 },
+    );
+    // not vacuous: many texts were plain, many of them through a known head
+    assert.ok(plain > 5000 && viaHead > 2000, `plain ${plain}, via the known head ${viaHead}`);
+  });
+
+  test('a stream of ordinary tokens is checked through its head; a text that only looks like one is still refused', () => {
+    const head = new PlainHead();
+    const tok = (c: string): string => `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":${JSON.stringify(c)}},"finish_reason":null}],"usage":null}`;
+    for (const c of ['Hel', 'lo', ' "w"', '}]}', '\\']) assert.ok(PlainChunk.of(tok(c), head), c);
+    assert.equal(head.text, tok('x').slice(0, tok('x').indexOf('"delta":{') + 9));
+    const bad = `${head.text}"content":"a"},"finish_reason":"stop"}],"usage":null}`;
+    assert.equal(PlainChunk.of(bad, head), undefined);
+    assert.equal(PlainChunk.of(`${head.text}"content":"a"}],"usage":null}`, head), undefined); // the choice not closed
+    assert.equal(PlainChunk.of(`${head.text}"content":{"a":1}}}],"usage":null}`, head), undefined); // nested deeper
+    assert.equal(PlainChunk.of(`${head.text}"content":"a"},"error":null}],"usage":null}`, head), undefined);
+  });
+});
+
 describe('plain chunks: forwarding', () => {
   test('forwarded as the text it came in; read as the chunk; printed as the chunk', () => {
     const text = '{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}],"usage":null}';
@@ -184,6 +242,20 @@ describe('plain chunks: forwarding', () => {
       p.dropUsageNull();
       assert.deepEqual(JSON.parse(jsonText(p)), { id: 'c', choices: [] });
       assert.equal(p.usage, undefined);
+    }
+  });
+
+  test('only the top-level "usage":null is dropped: a choice\'s or a delta\'s own stays', () => {
+    for (const [text, want] of [
+      ['{"id":"c","choices":[{"delta":{},"usage":null}]}', '{"id":"c","choices":[{"delta":{},"usage":null}]}'],
+      ['{"id":"c","choices":[{"delta":{"usage":null}}],"usage":null}', '{"id":"c","choices":[{"delta":{"usage":null}}]}'],
+      ['{"usage":null,"choices":[{"usage":null,"delta":{}}]}', '{"choices":[{"usage":null,"delta":{}}]}'],
+      ['{"usage":null}', '{}'],
+    ] as const) {
+      const p = PlainChunk.of(text);
+      assert.ok(p, text);
+      p.dropUsageNull();
+      assert.deepEqual(JSON.parse(jsonText(p)), JSON.parse(want), text);
     }
   });
 

@@ -47,6 +47,9 @@ function forget(i: number): void {
 
 const USAGE_KEY = '"usage"';
 const USAGE_NULL = '"usage":null';
+/** A top-level `"usage":null` as the last or the first member of an object's text. */
+const USAGE_LAST = ',"usage":null}';
+const USAGE_FIRST = '{"usage":null,';
 
 /**
  * After `delete chunk.usage` on a chunk whose `usage` was null: its text without that member, when
@@ -87,6 +90,48 @@ const TOP_MEMBER = String.raw`(?:${MEMBER}|"choices":\[(?:${CHOICE}(?:,${CHOICE}
 const PLAIN = new RegExp(String.raw`^\{${TOP_MEMBER}(?:,${TOP_MEMBER})*\}$`);
 
 /**
+ * The same grammar cut at the opening of a choice's `delta` object: PLAIN_HEAD matches exactly the
+ * texts from the start up to and including the first `"delta":{`, PLAIN_TAIL what may follow it.
+ * A text whose head matches one and whose tail matches the other is in PLAIN (the two concatenate
+ * along the grammar's own structure); a text in PLAIN with a delta splits that way at its first
+ * `"delta":{` (no string of the grammar holds an unescaped quote, and no other key takes an
+ * object). The chunks of one stream share their head (id, object, created, model, fingerprint,
+ * the choice's index): it is checked once and then compared, and only the tail — the token — goes
+ * through a regular expression.
+ */
+const PLAIN_HEAD = new RegExp(String.raw`^\{(?:${TOP_MEMBER},)*"choices":\[(?:${CHOICE},)*\{(?:${CHOICE_MEMBER},)*"delta":\{$`);
+const PLAIN_TAIL = new RegExp(String.raw`^(?:${MEMBER}(?:,${MEMBER})*)?\}(?:,${CHOICE_MEMBER})*\}(?:,${CHOICE})*\](?:,${TOP_MEMBER})*\}$`);
+const DELTA_OPEN = '"delta":{';
+
+/** The last head of a stream's chunks that matched PLAIN_HEAD (one per stream: its reader keeps it). */
+export class PlainHead {
+  text = '';
+  /** whether `"usage"` appears in it */
+  hasUsage = true;
+}
+
+/** -1 when `text` is not in PLAIN; else the length of a head of it known to hold no `"usage"`, or 0. */
+function plainCheck(text: string, known: PlainHead): number {
+  // (a slice compared is several times faster than startsWith here, which compares char by char)
+  if (known.text !== '' && text.slice(0, known.text.length) === known.text) {
+    return PLAIN_TAIL.test(text.slice(known.text.length)) ? (known.hasUsage ? 0 : known.text.length) : -1;
+  }
+  const at = text.indexOf(DELTA_OPEN);
+  if (at > 0) {
+    const head = text.slice(0, at + DELTA_OPEN.length);
+    if (PLAIN_HEAD.test(head)) {
+      known.text = head;
+      known.hasUsage = head.includes(USAGE_KEY);
+      return PLAIN_TAIL.test(text.slice(head.length)) ? (known.hasUsage ? 0 : head.length) : -1;
+    }
+  }
+  return PLAIN.test(text) ? 0 : -1;
+}
+
+/** For tests: the grammar as one expression (the reference the split check must agree with). */
+export const PLAIN_GRAMMAR: RegExp = PLAIN;
+
+/**
  * A stream chunk after the commit point that is kept as its text, not parsed: its text matched
  * PLAIN, a grammar whose every sentence is a valid JSON object (a strict subset of JSON: compact,
  * scalars and one level of `choices[].delta` objects) in which no member is named `error`, every
@@ -102,11 +147,22 @@ const PLAIN = new RegExp(String.raw`^\{${TOP_MEMBER}(?:,${TOP_MEMBER})*\}$`);
 export class PlainChunk {
   private parsed: Record<string, unknown> | undefined;
 
-  private constructor(public text: string) {}
+  /**
+   * @param scanFrom where a top-level `"usage"` member could start at the earliest: the length of
+   *   a head known to hold no `"usage"`, else 0
+   */
+  private constructor(
+    public text: string,
+    private scanFrom: number,
+  ) {}
 
-  /** `text` as a PlainChunk when it is one (see the class), else undefined. */
-  static of(text: string): PlainChunk | undefined {
-    return PLAIN.test(text) ? new PlainChunk(text) : undefined;
+  /**
+   * `text` as a PlainChunk when it is one (see the class), else undefined. `head`: the stream's
+   * last known head (PLAIN_HEAD), checked once per stream instead of once per chunk.
+   */
+  static of(text: string, head: PlainHead = new PlainHead()): PlainChunk | undefined {
+    const scanFrom = plainCheck(text, head);
+    return scanFrom >= 0 ? new PlainChunk(text, scanFrom) : undefined;
   }
 
   private value(): Record<string, unknown> {
@@ -116,7 +172,7 @@ export class PlainChunk {
 
   /** Null or absent, by the grammar. */
   get usage(): null | undefined {
-    return this.text.includes(USAGE_NULL) ? null : undefined;
+    return this.text.includes(USAGE_NULL, this.scanFrom) ? null : undefined;
   }
 
   get choices(): unknown {
@@ -139,17 +195,27 @@ export class PlainChunk {
     return this.value().model;
   }
 
-  /** Drops its `"usage":null` member (the client did not ask for usage). */
+  /**
+   * Drops its top-level `"usage":null` member (the client did not ask for usage). The grammar also
+   * lets a choice or a delta hold a `"usage":null` of its own, which stays: the text is cut only
+   * where the member is provably the top-level one (the last member, as OpenAI writes it, or the
+   * first) and the only `"usage"` in the text; anything else goes through the parsed object.
+   */
   dropUsageNull(): void {
+    const t = this.text;
     // keys have no escapes (the grammar), so a text without `"usage"` has no such member
-    const at = this.text.indexOf(USAGE_KEY);
+    const at = t.indexOf(USAGE_KEY, this.scanFrom);
     if (at < 0) return;
-    const cut = withoutUsageNull(this.text, at);
-    if (cut !== undefined) this.text = cut;
+    const only = t.indexOf(USAGE_KEY, at + 1) < 0;
+    if (only && at === t.length - USAGE_LAST.length + 1 && t.endsWith(USAGE_LAST)) this.text = `${t.slice(0, at - 1)}}`;
+    else if (only && at === 1 && t.startsWith(USAGE_FIRST)) this.text = `{${t.slice(USAGE_FIRST.length)}`;
     else {
-      const { usage: _, ...rest } = this.value();
+      const v = this.value();
+      if (!('usage' in v)) return;
+      const { usage: _, ...rest } = v;
       this.text = JSON.stringify(rest);
     }
+    this.scanFrom = 0;
     this.parsed = undefined;
   }
 
