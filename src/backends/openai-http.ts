@@ -117,7 +117,7 @@ export class OpenAIHttpClient {
   /**
    * POST a JSON body asking for an event stream. Resolves once the upstream answered 2xx; the
    * iterator yields each `data:` payload parsed, ends at `data: [DONE]` (or at the end of the body),
-   * and destroys the body when abandoned early (`return()`).
+   * and aborts the read (closing its connection) when abandoned early (`return()`).
    */
   async postStream(path: string, body: unknown, opts: CallOptions): Promise<AsyncIterableIterator<unknown>> {
     const headers = this.headersFor('text/event-stream', opts);
@@ -156,7 +156,6 @@ export class OpenAIHttpClient {
     for (const k in merged) out.push(k, merged[k] as string);
     return out;
   }
-
 
   private async send(method: 'GET' | 'POST', path: string, body: string | undefined, accept: string, opts: CallOptions): Promise<Response> {
     const headers = this.headersFor(accept, opts);
