@@ -297,20 +297,20 @@ class StreamCall implements Dispatcher.DispatchHandler {
     this.stopListening = onAbort(signal, () => {
       // settle now (the router is waiting); undici's read is aborted when it starts, or now
       this.settle(abortReason(signal));
-      this.controller?.abort(abortError(signal));
+      this.controller?.abort(abortReason(signal));
     });
     if (signal.aborted) this.settle(abortReason(signal));
   }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.controller = controller;
-    if (this.settled && this.iterator === undefined) controller.abort(abortError(this.signal));
+    if (this.settled && this.iterator === undefined) controller.abort(abortReason(this.signal));
   }
 
   onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
     if (statusCode < 200) return; // informational
     if (this.settled) {
-      controller.abort(abortError(this.signal));
+      controller.abort(abortReason(this.signal));
       return;
     }
     this.status = statusCode;
@@ -385,11 +385,6 @@ class StreamCall implements Dispatcher.DispatchHandler {
     this.stopListening();
     this.reject(err);
   }
-}
-
-function abortError(signal: CallSignal): Error {
-  const r = abortReason(signal);
-  return r instanceof Error ? r : new DOMException('The operation was aborted.', 'AbortError');
 }
 
 /** A JSON answer's bytes → its value, or the backend's `upstream_malformed` error. */

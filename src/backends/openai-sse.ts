@@ -245,7 +245,7 @@ export class SseIterator implements AsyncIterableIterator<unknown>, Pollable<unk
   }
 
   /** Ends the read while undici is still reading; what it reports afterwards is ignored. */
-  private abortRead(reason: unknown): void {
+  private abortRead(reason: Error): void {
     if (this.over) return;
     this.over = true;
     this.stopListening();
@@ -254,7 +254,7 @@ export class SseIterator implements AsyncIterableIterator<unknown>, Pollable<unk
       this.failNow(reason);
       this.finished = true;
     }
-    this.control.abort(reason instanceof Error ? reason : new DOMException('The operation was aborted.', 'AbortError'));
+    this.control.abort(reason);
     this.notify();
   }
 
@@ -325,7 +325,8 @@ export function discard(body: Body): void {
 
 const noop = (): void => {};
 
-export function abortReason(signal: { readonly reason: unknown }): unknown {
+/** The signal's reason when it is an Error, else a generic AbortError: always an Error. */
+export function abortReason(signal: { readonly reason: unknown }): Error {
   return signal.reason instanceof Error ? signal.reason : new DOMException('The operation was aborted.', 'AbortError');
 }
 
