@@ -2,9 +2,10 @@
  * The hot path to an OpenAI-compatible upstream: `undici`'s `Dispatcher.request` on the backend's
  * pooled keep-alive Agent, with none of fetch's web-stream machinery (which costs about five times
  * the CPU per request; see bench/upstream-client.ts). Streams go one level lower, through
- * `Dispatcher.dispatch` with a handler of our own (StreamCall) that feeds the body's bytes straight
- * to the SSE reader: no Readable, no async iterator, no promise per read, and the end of the body
- * known in the same turn as its last bytes (about 7% of the gateway's CPU per stream).
+ * `Dispatcher.dispatch` with a handler of our own (StreamCall, openai-stream-call.ts) that feeds
+ * the body's bytes straight to the SSE reader: no Readable, no async iterator, no promise per
+ * read, and the end of the body known in the same turn as its last bytes (about 7% of the
+ * gateway's CPU per stream). What a non-2xx answer means is in openai-status.ts.
  *
  * - `postJson` → the parsed JSON body of a 2xx answer; `postStream` → once the upstream answered
  *   2xx, an async iterator of the parsed `data:` payloads of its event stream.
@@ -21,15 +22,13 @@
  * error framings plug in an `SseFraming`.
  */
 import type { EventSourceMessage } from 'eventsource-parser';
-import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { GatewayError } from '../errors.ts';
 import type { UpstreamAbort } from './base-llm.ts';
-import { abortReason, discard, errorCode, onAbort, responseTooLarge, SseIterator } from './openai-sse.ts';
-import { fromUpstreamStatus, redact, retryAfterSeconds, upstreamMalformed, upstreamUnreachable, type UpstreamErrorInfo } from './upstream-errors.ts';
-
-/** Largest error body read (the rest is discarded). */
-const MAX_ERROR_BYTES = 1024 * 1024;
+import { abortReason, discard, errorCode, responseTooLarge } from './openai-sse.ts';
+import { encodingError, MAX_ERROR_BYTES, statusErrorOf } from './openai-status.ts';
+import { StreamCall } from './openai-stream-call.ts';
+import { redact, upstreamMalformed, upstreamUnreachable, type UpstreamErrorInfo } from './upstream-errors.ts';
 
 /** What a non-2xx answer said. */
 export interface StatusErrorInfo extends UpstreamErrorInfo {
@@ -235,155 +234,6 @@ export class OpenAIHttpClient {
       if (signal.aborted) throw abortReason(signal);
       throw upstreamUnreachable(this.o.backend, `connection lost (${errorCode(err) ?? redact(err instanceof Error ? err.message : 'read failed', this.o.secrets)})`);
     }
-  }
-}
-
-/** A content coding other than identity → the error (bodies are asked for with `accept-encoding: identity`). */
-function encodingError(backend: string, enc: string | undefined): GatewayError | undefined {
-  if (enc === undefined || enc.trim() === '' || enc.trim().toLowerCase() === 'identity') return undefined;
-  return upstreamMalformed(backend, `a body in content-encoding "${enc.slice(0, 50)}" although identity was asked`);
-}
-
-/** A non-2xx answer (its status, headers and the first MAX_ERROR_BYTES of its body) → the error to throw. */
-function statusErrorOf(o: OpenAIHttpOptions, status: number, header: (name: string) => string | undefined, text: string): GatewayError {
-  let parsed: unknown;
-  let isJson = false;
-  try {
-    parsed = JSON.parse(text);
-    isJson = true;
-  } catch {
-    // not JSON: the text itself is all there is
-  }
-  const inner = isJson && typeof parsed === 'object' && parsed !== null ? (parsed as { error?: unknown }).error : undefined;
-  const error =
-    typeof inner === 'object' && inner !== null && !Array.isArray(inner)
-      ? (inner as StatusErrorInfo['error'])
-      : typeof inner === 'string' && inner !== ''
-        ? { message: inner }
-        : undefined;
-  const info: StatusErrorInfo = {
-    backend: o.backend,
-    status,
-    error,
-    retryAfter: retryAfterSeconds(header),
-    secrets: o.secrets,
-    bodyText: isJson || text.trim() === '' ? undefined : text.trim(),
-  };
-  return (o.statusError ?? fromUpstreamStatus)(info);
-}
-
-/**
- * The dispatch handler of a stream request (undici's handler API, no Readable in between): until
- * the answer's head it settles the call — a 2xx head resolves it with the SseIterator it then
- * feeds; any other status is read (up to MAX_ERROR_BYTES) and rejects it with the status mapping;
- * a failure before the head rejects it as unreachable, or with the signal's reason after an abort.
- */
-class StreamCall implements Dispatcher.DispatchHandler {
-  private controller: Dispatcher.DispatchController | undefined;
-  private settled = false;
-  private iterator: SseIterator | undefined;
-  private status = 0;
-  private headers: IncomingHttpHeaders = {};
-  private errorBody: Buffer[] | undefined;
-  private errorBytes = 0;
-  private readonly stopListening: () => void;
-
-  constructor(
-    private readonly o: OpenAIHttpOptions,
-    private readonly signal: CallSignal,
-    private readonly resolve: (it: SseIterator) => void,
-    private readonly reject: (err: unknown) => void,
-  ) {
-    this.stopListening = onAbort(signal, () => {
-      // settle now (the router is waiting); undici's read is aborted when it starts, or now
-      this.settle(abortReason(signal));
-      this.controller?.abort(abortReason(signal));
-    });
-    if (signal.aborted) this.settle(abortReason(signal));
-  }
-
-  onRequestStart(controller: Dispatcher.DispatchController): void {
-    this.controller = controller;
-    if (this.settled && this.iterator === undefined) controller.abort(abortReason(this.signal));
-  }
-
-  onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
-    if (statusCode < 200) return; // informational
-    if (this.settled) {
-      controller.abort(abortReason(this.signal));
-      return;
-    }
-    this.status = statusCode;
-    this.headers = headers;
-    if (statusCode > 299) {
-      this.errorBody = [];
-      return;
-    }
-    const enc = headers['content-encoding'];
-    const bad = encodingError(this.o.backend, Array.isArray(enc) ? enc[0] : enc);
-    if (bad) {
-      this.settle(bad);
-      controller.abort(bad);
-      return;
-    }
-    this.stopListening();
-    this.settled = true;
-    this.iterator = new SseIterator(controller, this.signal, this.o);
-    this.resolve(this.iterator);
-  }
-
-  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (this.iterator) {
-      this.iterator.read(chunk);
-      return;
-    }
-    if (this.errorBody === undefined || this.settled) return;
-    const room = MAX_ERROR_BYTES - this.errorBytes;
-    this.errorBody.push(room < chunk.length ? chunk.subarray(0, room) : chunk);
-    this.errorBytes += Math.min(room, chunk.length);
-    if (room <= chunk.length) {
-      // the status says enough; the rest of an oversized error body is not read
-      this.settleStatus();
-      controller.abort(new Error('error body over its cap'));
-    }
-  }
-
-  onResponseEnd(): void {
-    if (this.iterator) {
-      this.iterator.ended();
-      return;
-    }
-    if (this.errorBody !== undefined) this.settleStatus();
-    else this.settle(upstreamMalformed(this.o.backend, 'the answer ended before its head'));
-  }
-
-  onResponseError(_controller: Dispatcher.DispatchController | undefined, err: Error): void {
-    if (this.iterator) {
-      this.iterator.failed(err);
-      return;
-    }
-    if (this.signal.aborted) this.settle(abortReason(this.signal));
-    // a non-2xx answer whose body could not be read to its end: the status says enough
-    else if (this.errorBody !== undefined) this.settleStatus();
-    else this.settle(upstreamUnreachable(this.o.backend, errorCode(err) ?? redact(err.message, this.o.secrets)));
-  }
-
-  private settleStatus(): void {
-    const text = Buffer.concat(this.errorBody ?? [], this.errorBytes).toString('utf8');
-    const headers = this.headers;
-    this.settle(
-      statusErrorOf(this.o, this.status, (n) => {
-        const v = headers[n];
-        return Array.isArray(v) ? v[0] : v;
-      }, text),
-    );
-  }
-
-  private settle(err: unknown): void {
-    if (this.settled) return;
-    this.settled = true;
-    this.stopListening();
-    this.reject(err);
   }
 }
 

@@ -32,7 +32,7 @@ export interface ReadControl {
 
 /**
  * The parsed `data:` payloads of an event stream, one `next()` at a time. It is fed by the undici
- * dispatch handler of the call (StreamCall, openai-http.ts) as the bytes arrive — no Readable, no
+ * dispatch handler of the call (StreamCall, openai-stream-call.ts) as the bytes arrive — no Readable, no
  * async iterator and no promise per read in between — and learns the end of the body in the same
  * turn as its last bytes, so a consumer sees the end without waiting for another tick. Payloads
  * are parsed when taken; the read pauses while more than HIGH_WATER_BYTES wait to be taken.
