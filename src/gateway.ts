@@ -12,6 +12,7 @@ import { Pipeline, type Answer, type CacheControl, type Job, type Services, type
 import type { ChatCompletion, ChatCompletionChunk, ChatRequest } from './protocol/chat.ts';
 import type { Completion, CompletionRequest } from './protocol/completions.ts';
 import { encodeEmbeddings, RawEmbeddingResponse, type EmbeddingAnswer, type EmbeddingRequest } from './protocol/embeddings.ts';
+import { PlainChunk } from './protocol/event-text.ts';
 import type { Operation, RouteRequest, Router, StreamHooks } from './router/router.ts';
 import { GatewayError } from './errors.ts';
 
@@ -34,7 +35,12 @@ export interface RequestInfo {
 }
 
 const chatHooks: StreamHooks<ChatCompletionChunk> = {
-  commits: (c) =>
+  commits: (c) => (c instanceof PlainChunk ? c.deltaCarries() : undefined) ?? parsedCommits(c),
+  completes: (c) => c.choices.some((ch) => !!ch.finish_reason),
+};
+
+function parsedCommits(c: ChatCompletionChunk): boolean {
+  return (
     (c.usage !== undefined && c.usage !== null) ||
     c.choices.some((ch) => {
       const d = ch.delta as Record<string, unknown> | undefined;
@@ -46,9 +52,9 @@ const chatHooks: StreamHooks<ChatCompletionChunk> = {
         return true;
       }
       return false;
-    }),
-  completes: (c) => c.choices.some((ch) => !!ch.finish_reason),
-};
+    })
+  );
+}
 
 const completionHooks: StreamHooks<Completion> = {
   commits: (c) => (c.usage !== undefined && c.usage !== null) || c.choices.some((ch) => ch.text !== '' || !!ch.finish_reason),
@@ -71,8 +77,19 @@ function route(op: Operation, model: string, info: RequestInfo, signal: AbortLik
   };
 }
 
-function withUpstreamUsage<R extends { stream_options?: { include_usage?: boolean | undefined } | null | undefined }>(req: R, model: string): R {
-  return { ...req, model, stream: true, stream_options: { ...(req.stream_options ?? {}), include_usage: true } };
+/**
+ * The upstream request of a stream: the client's, with the backend's model name, asking for usage.
+ * Copied member by member: `{ ...req, model, stream: true, stream_options }` took V8's slow path for
+ * members redefined after a spread (~1 µs a request measured alone, ~5 µs under load by `perf`).
+ */
+function withUpstreamUsage<R extends { model: string; stream?: boolean | null | undefined; stream_options?: { include_usage?: boolean | undefined } | null | undefined }>(req: R, model: string): R {
+  const out = {} as R;
+  for (const k in req) out[k] = req[k];
+  const o: { model: string; stream?: boolean | null | undefined; stream_options?: { include_usage?: boolean | undefined } | null | undefined } = out;
+  o.model = model;
+  o.stream = true;
+  o.stream_options = req.stream_options ? { ...req.stream_options, include_usage: true } : { include_usage: true };
+  return out;
 }
 
 function job(op: Operation, body: Job['body'], info: RequestInfo, prompt: Job['prompt'], reserve: number): Job {

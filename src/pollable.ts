@@ -19,16 +19,17 @@ export function pollable<T>(it: AsyncIterator<T>): Pollable<T> | undefined {
 }
 
 /**
- * A source that can be told the stream passed the router's commit point (stream.ts). From then on
- * a chunk is only checked for completion, so the source may hand over chunks that provably need
- * no other check in a cheaper form (PlainChunk, event-text.ts).
+ * A source that can be told its consumer takes PlainChunks (event-text.ts): chunks that provably
+ * carry no error, no finish and no usage, kept as their text instead of parsed. The router says so
+ * when it opens a stream (stream.ts): it decides the commit point from `PlainChunk.deltaCarries()`
+ * and knows a plain chunk never completes. A source not told keeps handing over parsed chunks.
  */
-export interface CommitAware {
-  afterCommit(): void;
+export interface PlainAware {
+  acceptPlain(): void;
 }
 
-export function tellCommitted(it: AsyncIterator<unknown>): void {
-  const f = (it as Partial<CommitAware>).afterCommit;
+export function acceptPlain(it: AsyncIterator<unknown>): void {
+  const f = (it as Partial<PlainAware>).acceptPlain;
   if (typeof f === 'function') f.call(it);
 }
 
@@ -46,11 +47,11 @@ export function withEnd<T>(src: AsyncIterable<T>, onEnd: () => void): AsyncItera
     onEnd();
   };
   return {
-    [Symbol.asyncIterator]: (): Pollable<T> & CommitAware => {
+    [Symbol.asyncIterator]: (): Pollable<T> & PlainAware => {
       const it = src[Symbol.asyncIterator]();
       return {
-        afterCommit() {
-          tellCommitted(it);
+        acceptPlain() {
+          acceptPlain(it);
         },
         poll() {
           const p = pollable(it);

@@ -10,7 +10,7 @@ import { after, before, beforeEach, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent } from 'undici';
 import { GatewayError } from '../errors.ts';
-import type { CommitAware } from '../pollable.ts';
+import type { PlainAware } from '../pollable.ts';
 import { jsonText, PlainChunk } from '../protocol/event-text.ts';
 import { llamaSseFraming } from './llamacpp-sse.ts';
 import { OpenAIHttpClient, type OpenAIHttpOptions, type StatusErrorInfo } from './openai-http.ts';
@@ -349,18 +349,18 @@ describe('OpenAIHttpClient: SSE', () => {
     await agent.close();
   });
 
-  test('after the commit point: content tokens come as the text they were sent in (PlainChunk); finish, usage and errors are parsed and checked as before', async () => {
+  test('once the consumer accepts plain chunks: content tokens come as the text they were sent in (PlainChunk); finish, usage and errors are parsed and checked as before', async () => {
     const { http, agent } = client();
     const content = (t: string): string => `{"id":"c","choices":[{"index":0,"delta":{"content":"${t}"},"finish_reason":null}],"usage":null}`;
     const finish = '{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}';
     const usage = '{"id":"c","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}';
     const events = [content('a'), content('b'), content('c \\"q\\"'), finish, usage];
     handler = (_req, res) => sse(res, [`${events.map((d) => `data: ${d}\n\n`).join('')}data: [DONE]\n\n`]);
-    const it = (await http.postStream('/x', {}, { signal: signal() })) as AsyncIterableIterator<unknown> & CommitAware;
+    const it = (await http.postStream('/x', {}, { signal: signal() })) as AsyncIterableIterator<unknown> & PlainAware;
     const first = (await it.next()).value;
-    assert.ok(!(first instanceof PlainChunk), 'before the commit point every event is parsed');
+    assert.ok(!(first instanceof PlainChunk), 'until the consumer accepts plain chunks every event is parsed');
     assert.deepEqual(first, JSON.parse(events[0] as string));
-    it.afterCommit();
+    it.acceptPlain();
     const rest = await collect(it);
     assert.deepEqual(
       rest.map((c) => c instanceof PlainChunk),
@@ -371,7 +371,7 @@ describe('OpenAIHttpClient: SSE', () => {
     await agent.close();
   });
 
-  test('after the commit point an error event, or an event that is not JSON, is still raised', async () => {
+  test('with plain chunks accepted an error event, or an event that is not JSON, is still raised', async () => {
     const { http, agent } = client();
     const content = '{"id":"c","choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}';
     for (const [bad, code] of [
@@ -380,9 +380,9 @@ describe('OpenAIHttpClient: SSE', () => {
       ['{"id":"c","choices":[{"index":0,"delta":{"content":"a\\x"},"finish_reason":null}]}', 'upstream_malformed_response'],
     ] as const) {
       handler = (_req, res) => sse(res, [`data: ${content}\n\ndata: ${content}\n\ndata: ${bad}\n\ndata: ${content}\n\n`]);
-      const it = (await http.postStream('/x', {}, { signal: signal() })) as AsyncIterableIterator<unknown> & CommitAware;
+      const it = (await http.postStream('/x', {}, { signal: signal() })) as AsyncIterableIterator<unknown> & PlainAware;
       await it.next();
-      it.afterCommit();
+      it.acceptPlain();
       assert.ok((await it.next()).value instanceof PlainChunk);
       await rejectsWith(it.next(), code);
     }

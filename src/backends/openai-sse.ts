@@ -7,7 +7,7 @@ import { StringDecoder } from 'node:string_decoder';
 import { createParser, type EventSourceParser, type ParseError } from 'eventsource-parser';
 import type { Dispatcher } from 'undici';
 import { GatewayError } from '../errors.ts';
-import { DONE, type CommitAware, type Pollable } from '../pollable.ts';
+import { DONE, type PlainAware, type Pollable } from '../pollable.ts';
 import { keepText, PlainChunk, PlainHead } from '../protocol/event-text.ts';
 import type { CallSignal, OpenAIHttpOptions } from './openai-http.ts';
 import { redact, upstreamMalformed } from './upstream-errors.ts';
@@ -37,7 +37,7 @@ export interface ReadControl {
  * turn as its last bytes, so a consumer sees the end without waiting for another tick. Payloads
  * are parsed when taken; the read pauses while more than HIGH_WATER_BYTES wait to be taken.
  */
-export class SseIterator implements AsyncIterableIterator<unknown>, Pollable<unknown>, CommitAware {
+export class SseIterator implements AsyncIterableIterator<unknown>, Pollable<unknown>, PlainAware {
   private readonly decoder = new StringDecoder('utf8');
   private readonly parser: EventSourceParser;
   /** `data:` payloads read but not yet taken */
@@ -54,8 +54,8 @@ export class SseIterator implements AsyncIterableIterator<unknown>, Pollable<unk
   private paused = false;
   private waitingBytes = 0;
   private wake: (() => void) | undefined = undefined;
-  /** past the commit point: plain chunks are kept as their text (PlainChunk) */
-  private committed = false;
+  /** the consumer takes plain chunks as their text (PlainChunk) */
+  private plain = false;
   /** the head this stream's chunks share, once checked (PlainChunk.of) */
   private readonly plainHead = new PlainHead();
   private readonly stopListening: () => void;
@@ -170,8 +170,8 @@ export class SseIterator implements AsyncIterableIterator<unknown>, Pollable<unk
     }
   }
 
-  afterCommit(): void {
-    this.committed = true;
+  acceptPlain(): void {
+    this.plain = true;
   }
 
   async return(): Promise<IteratorResult<unknown>> {
@@ -211,7 +211,7 @@ export class SseIterator implements AsyncIterableIterator<unknown>, Pollable<unk
    * by next(), and the events read after it are dropped).
    */
   private parse(data: string): object | undefined {
-    if (this.committed) {
+    if (this.plain) {
       const plain = PlainChunk.of(data, this.plainHead);
       if (plain) return plain;
     }

@@ -165,6 +165,38 @@ describe('plain chunks: the grammar', () => {
   });
 });
 
+describe('plain chunks: does the delta carry anything (the commit point)', () => {
+  test('the role chunk and empty deltas carry nothing; a token, a reasoning token or a number does', () => {
+    const chunk = (delta: string): PlainChunk => PlainChunk.of(`{"id":"c","choices":[{"index":0,"delta":{${delta}},"logprobs":null,"finish_reason":null}],"usage":null}`) as PlainChunk;
+    for (const d of ['"role":"assistant","content":""', '"role":"assistant"', '', '"content":null,"refusal":null', '"role":null,"content":""']) assert.equal(chunk(d).deltaCarries(), false, d);
+    for (const d of ['"role":"assistant","content":"Hi"', '"content":" "', '"reasoning_content":"hm"', '"x":0', '"x":false', '"content":"\\"\\u0000"']) assert.equal(chunk(d).deltaCarries(), true, d);
+    // no delta, or two: the parsed chunk decides
+    assert.equal((PlainChunk.of('{"choices":[{"index":0,"text":"a","finish_reason":null}]}') as PlainChunk).deltaCarries(), undefined);
+    assert.equal((PlainChunk.of('{"choices":[{"index":0,"delta":{}},{"index":1,"delta":{"content":"a"}}]}') as PlainChunk).deltaCarries(), undefined);
+  });
+
+  test('property: on chunk-shaped JSON with one delta, it says what the parsed delta says', () => {
+    const key = fc.constantFrom('role', 'content', 'refusal', 'reasoning_content', 'index', 'id', 'x');
+    const scalar = fc.oneof(fc.constantFrom('', null, 'a', 0, false), fc.string(), fc.double({ noNaN: true, noDefaultInfinity: true }), fc.boolean());
+    const flat = fc.dictionary(key, scalar, { maxKeys: 4 });
+    const top = fc.tuple(flat, flat, fc.array(fc.constant({ index: 1 }), { maxLength: 2 })).map(([t, delta, others]) => ({ ...t, choices: [{ index: 0, delta, finish_reason: null }, ...others] }));
+    let carrying = 0;
+    fc.assert(
+      fc.property(top, (v) => {
+        const t = JSON.stringify(v);
+        const p = PlainChunk.of(t, new PlainHead());
+        assert.ok(p, t);
+        const delta = (v.choices[0] as { delta: Record<string, unknown> }).delta;
+        const expected = Object.entries(delta).some(([k, x]) => k !== 'role' && x !== null && x !== '');
+        if (expected) carrying++;
+        assert.equal(p.deltaCarries(), expected, t);
+      }),
+      { numRuns: 5000 },
+    );
+    assert.ok(carrying > 500 && carrying < 4500, `carrying ${carrying}`);
+  });
+});
+
 describe('plain chunks: a stream\'s shared head', () => {
   test('property: with one PlainHead over a stream of edited texts, a text is plain exactly when the whole grammar accepts it, and usage reads and drops as with a fresh head', () => {
     const seeds = [

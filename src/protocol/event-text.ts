@@ -103,6 +103,14 @@ const PLAIN_HEAD = new RegExp(String.raw`^\{(?:${TOP_MEMBER},)*"choices":\[(?:${
 const PLAIN_TAIL = new RegExp(String.raw`^(?:${MEMBER}(?:,${MEMBER})*)?\}(?:,${CHOICE_MEMBER})*\}(?:,${CHOICE})*\](?:,${TOP_MEMBER})*\}$`);
 const DELTA_OPEN = '"delta":{';
 
+/**
+ * A delta (the text after its `"delta":{`, up to its closing brace) that carries nothing: every
+ * member is `role`, or null, or the empty string. Applied to a text in PLAIN, whose delta members
+ * are scalars, it reads the members one by one, so it decides exactly that.
+ */
+const NOTHING = `(?:"role":${SCALAR}|"[A-Za-z_][A-Za-z0-9_]*":(?:null|""))`;
+const EMPTY_DELTA = new RegExp(String.raw`^(?:${NOTHING}(?:,${NOTHING})*)?\}`);
+
 /** The last head of a stream's chunks that matched PLAIN_HEAD (one per stream: its reader keeps it). */
 export class PlainHead {
   text = '';
@@ -163,6 +171,22 @@ export class PlainChunk {
   static of(text: string, head: PlainHead = new PlainHead()): PlainChunk | undefined {
     const scanFrom = plainCheck(text, head);
     return scanFrom >= 0 ? new PlainChunk(text, scanFrom) : undefined;
+  }
+
+  /**
+   * Whether the chunk's delta carries something for the client (a member other than `role` that
+   * is neither null nor ""), read from the text when it has exactly one delta; undefined when it
+   * has none or several (ask the parsed chunk). Nothing else in a plain chunk can carry anything:
+   * its finish_reason and usage are null. With a key repeated in the delta the answer may be true
+   * where the parsed object (whose last value wins) says false: erring towards sending.
+   */
+  deltaCarries(): boolean | undefined {
+    const t = this.text;
+    const at = t.indexOf(DELTA_OPEN);
+    if (at < 0) return undefined;
+    const from = at + DELTA_OPEN.length;
+    if (t.indexOf(DELTA_OPEN, from) >= 0) return undefined;
+    return !EMPTY_DELTA.test(t.slice(from));
   }
 
   private value(): Record<string, unknown> {

@@ -9,17 +9,25 @@
  */
 import type { AbortLike } from '../abort.ts';
 import { GatewayError } from '../errors.ts';
-import { DONE, pollable, tellCommitted, type Pollable } from '../pollable.ts';
+import { acceptPlain, DONE, pollable, type Pollable } from '../pollable.ts';
 import { markFlushPoint, PlainChunk } from '../protocol/event-text.ts';
 import type { Attempt } from './attempt.ts';
 import type { TargetHealth } from './health-state.ts';
 import type { Clock, ResolvedTarget } from './router.ts';
 
 export interface StreamHooks<T> {
-  /** true once a chunk carries something the client must not lose (content, tool call, finish, usage). */
+  /**
+   * true once a chunk carries something the client must not lose (content, tool call, finish,
+   * usage). Also called with PlainChunks (the router takes them from a source that offers them).
+   */
   commits(chunk: T): boolean;
-  /** true for a chunk that proves the answer completed (a finish_reason). */
+  /** true for a chunk that proves the answer completed (a finish_reason); never called with a PlainChunk. */
   completes(chunk: T): boolean;
+}
+
+/** A plain chunk never completes (its grammar has every finish_reason null: event-text.ts). */
+function completes<T>(hooks: StreamHooks<T>, chunk: T): boolean {
+  return !(chunk instanceof PlainChunk) && hooks.completes(chunk);
 }
 
 /** Most chunks buffered while waiting for the commit point. */
@@ -62,6 +70,8 @@ export async function openCommitted<T>(args: OpenCommittedArgs<T>): Promise<Asyn
   try {
     const stream = await args.open();
     it = stream[Symbol.asyncIterator]();
+    // the events that are plain tokens need not be parsed, before the commit point as after it
+    acceptPlain(it);
     // a chunk already read is taken without a promise (pollable.ts): the first token sooner
     const ready = pollable(it);
     const buffered: T[] = [];
@@ -71,12 +81,12 @@ export async function openCommitted<T>(args: OpenCommittedArgs<T>): Promise<Asyn
       if (r.done) {
         const aborted = endedByAbort(a, args.classify);
         if (aborted) throw aborted;
-        if (!buffered.some((c) => hooks.completes(c))) throw truncated(t.backend);
+        if (!buffered.some((c) => completes(hooks, c))) throw truncated(t.backend);
         completed = true;
         break;
       }
       buffered.push(r.value);
-      if (hooks.completes(r.value)) completed = true;
+      if (completes(hooks, r.value)) completed = true;
       if (hooks.commits(r.value) || buffered.length >= MAX_PRECOMMIT_CHUNKS) break;
     }
     // the client's first write: the buffered chunks up to this one leave together
@@ -106,9 +116,7 @@ class Committed<T> implements AsyncIterableIterator<T>, Pollable<T> {
     private completed: boolean,
     private readonly started: number,
     private readonly ttft: number,
-  ) {
-    tellCommitted(it);
-  }
+  ) {}
 
   [Symbol.asyncIterator](): this {
     return this;
@@ -170,8 +178,7 @@ class Committed<T> implements AsyncIterableIterator<T>, Pollable<T> {
       return DONE;
     }
     this.args.attempt.refresh();
-    // a plain chunk never completes (event-text.ts)
-    if (!this.completed && !(r.value instanceof PlainChunk) && this.args.hooks.completes(r.value)) this.completed = true;
+    if (!this.completed && completes(this.args.hooks, r.value)) this.completed = true;
     return r;
   }
 
