@@ -140,13 +140,15 @@ function plainCheck(text: string, known: PlainHead): number {
 export const PLAIN_GRAMMAR: RegExp = PLAIN;
 
 /**
- * A stream chunk after the commit point that is kept as its text, not parsed: its text matched
- * PLAIN, a grammar whose every sentence is a valid JSON object (a strict subset of JSON: compact,
- * scalars and one level of `choices[].delta` objects) in which no member is named `error`, every
- * `finish_reason` and `usage` is null, and nothing is nested deeper. So it is provably not an
- * error, not the end of the answer and carries no usage — everything the gateway checks an event
- * for — and is forwarded as it came, at a fraction of JSON.parse's cost (an ordinary content
- * token of a chat or completions stream is one). Anything else is parsed as before.
+ * A stream chunk kept as its text, not parsed (once its consumer accepts such chunks: the router
+ * does from the moment it opens a stream, pollable.ts). Its text matched PLAIN, a grammar whose
+ * every sentence is a valid JSON object (a strict subset of JSON: compact, scalars and one level
+ * of `choices[].delta` objects) in which no member is named `error`, every `finish_reason` and
+ * `usage` is null, and nothing is nested deeper. So it is provably not an error, not the end of
+ * the answer and carries no usage — what the gateway checks an event for; whether its delta
+ * carries anything (the commit point) is read from the text too (`deltaCarries`) — and it is
+ * forwarded as it came, at a fraction of JSON.parse's cost (an ordinary content token of a chat
+ * or completions stream is one, and so is the role chunk). Anything else is parsed as before.
  *
  * For any other reader it behaves as a read-only view of the chunk: `choices` and the other
  * top-level fields are parsed from the text on first use. Changing what they return does not
