@@ -40,46 +40,67 @@ export const DONE: IteratorReturnResult<undefined> = Object.freeze({ done: true,
  * is returned before its first read (which a generator's `finally` would miss). Keeps `poll()`.
  */
 export function withEnd<T>(src: AsyncIterable<T>, onEnd: () => void): AsyncIterable<T> {
-  let done = false;
-  const finish = (): void => {
-    if (done) return;
-    done = true;
-    onEnd();
-  };
-  return {
-    [Symbol.asyncIterator]: (): Pollable<T> & PlainAware => {
-      const it = src[Symbol.asyncIterator]();
-      return {
-        acceptPlain() {
-          acceptPlain(it);
-        },
-        poll() {
-          const p = pollable(it);
-          if (!p) return undefined;
-          try {
-            const r = p.poll();
-            if (r?.done) finish();
-            return r;
-          } catch (err) {
-            finish();
-            throw err;
-          }
-        },
-        async next() {
-          try {
-            const r = await it.next();
-            if (r.done) finish();
-            return r;
-          } catch (err) {
-            finish();
-            throw err;
-          }
-        },
-        async return(v?: unknown) {
-          finish();
-          return (await it.return?.(v)) ?? DONE;
-        },
-      };
-    },
-  };
+  return new WithEnd(src, onEnd);
+}
+
+/**
+ * withEnd's iterable, which is its own iterator (a class: the object literals it replaced, one with
+ * a computed `[Symbol.asyncIterator]` key, cost a runtime call and five closures per stream).
+ */
+class WithEnd<T> implements AsyncIterableIterator<T>, Pollable<T>, PlainAware {
+  private it: AsyncIterator<T> | undefined;
+  private done = false;
+
+  constructor(
+    private readonly src: AsyncIterable<T>,
+    private readonly onEnd: () => void,
+  ) {}
+
+  [Symbol.asyncIterator](): this {
+    this.it = this.src[Symbol.asyncIterator]();
+    return this;
+  }
+
+  private source(): AsyncIterator<T> {
+    return (this.it ??= this.src[Symbol.asyncIterator]());
+  }
+
+  private finish(): void {
+    if (this.done) return;
+    this.done = true;
+    this.onEnd();
+  }
+
+  acceptPlain(): void {
+    acceptPlain(this.source());
+  }
+
+  poll(): IteratorResult<T> | undefined {
+    const p = pollable(this.source());
+    if (!p) return undefined;
+    try {
+      const r = p.poll();
+      if (r?.done) this.finish();
+      return r;
+    } catch (err) {
+      this.finish();
+      throw err;
+    }
+  }
+
+  async next(): Promise<IteratorResult<T>> {
+    try {
+      const r = await this.source().next();
+      if (r.done) this.finish();
+      return r;
+    } catch (err) {
+      this.finish();
+      throw err;
+    }
+  }
+
+  async return(v?: unknown): Promise<IteratorResult<T>> {
+    this.finish();
+    return (await this.source().return?.(v)) ?? DONE;
+  }
 }
