@@ -15,6 +15,12 @@ import type { AppEnv, RequestLog } from './types.ts';
 
 const CLIENT_GONE = 'Client connection prematurely closed.';
 const REQUEST_ID = /^[A-Za-z0-9._:@\-]{1,128}$/;
+/** `req_` and a random UUID's 32 hex digits (cut around its dashes: `replaceAll` took a runtime call). */
+function newRequestId(): string {
+  const u = randomUUID();
+  return `req_${u.slice(0, 8)}${u.slice(9, 13)}${u.slice(14, 18)}${u.slice(19, 23)}${u.slice(24)}`;
+}
+
 const round2 = (v: number | undefined): number | undefined => (v === undefined ? undefined : Math.round(v * 100) / 100);
 
 export function accessLog(deps: Deps): MiddlewareHandler<AppEnv> {
@@ -22,7 +28,7 @@ export function accessLog(deps: Deps): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const startedAt = performance.now();
     const given = c.req.header('x-request-id');
-    const requestId = given && REQUEST_ID.test(given) ? given : `req_${randomUUID().replaceAll('-', '')}`;
+    const requestId = given && REQUEST_ID.test(given) ? given : newRequestId();
     c.set('requestId', requestId);
     const log: RequestLog = { route: 'unmatched', startedAt };
     c.set('log', log);
