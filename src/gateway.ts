@@ -35,7 +35,7 @@ export interface RequestInfo {
 }
 
 const chatHooks: StreamHooks<ChatCompletionChunk> = {
-  commits: (c) => (c instanceof PlainChunk ? c.deltaCarries() : undefined) ?? parsedCommits(c),
+  commits: (c) => (c instanceof PlainChunk ? c.finishes || c.deltaCarries() : undefined) ?? parsedCommits(c),
   completes: (c) => c.choices.some((ch) => !!ch.finish_reason),
 };
 

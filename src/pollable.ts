@@ -20,9 +20,9 @@ export function pollable<T>(it: AsyncIterator<T>): Pollable<T> | undefined {
 
 /**
  * A source that can be told its consumer takes PlainChunks (event-text.ts): chunks that provably
- * carry no error, no finish and no usage, kept as their text instead of parsed. The router says so
- * when it opens a stream (stream.ts): it decides the commit point from `PlainChunk.deltaCarries()`
- * and knows a plain chunk never completes. A source not told keeps handing over parsed chunks.
+ * carry no error and no usage, kept as their text instead of parsed. The router says so when it
+ * opens a stream (stream.ts): it reads the commit point and the answer's completion from the
+ * chunk's own `deltaCarries()` and `finishes`. A source not told keeps handing over parsed chunks.
  */
 export interface PlainAware {
   acceptPlain(): void;

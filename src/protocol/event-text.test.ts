@@ -82,12 +82,29 @@ describe('plain chunks: the grammar', () => {
       JSON.stringify({ id: 'x', n: -0.5e-3, m: 12, t: true, f: false, z: null, choices: [] }),
       '{"id":"x","s":"\\u00e9\\n\\t\\"\\/","choices":[{"delta":{}}]}',
     ];
-    for (const t of plain) assert.ok(PlainChunk.of(t), t);
+    for (const t of plain) assert.equal(PlainChunk.of(t)?.finishes, false, t);
+  });
+
+  test('the finish chunk is plain and says it finishes; an empty finish_reason does not finish', () => {
+    for (const t of [
+      chunk({ usage: null }, { delta: {}, finish_reason: 'stop' }),
+      chunk({}, { finish_reason: 'length' }),
+      '{"id":"x","choices":[{"finish_reason":"stop","index":0,"delta":{}}]}',
+      JSON.stringify({ id: 'cmpl-1', object: 'text_completion', choices: [{ text: '', index: 0, logprobs: null, finish_reason: 'stop' }] }),
+    ])
+      assert.equal(PlainChunk.of(t)?.finishes, true, t);
+    assert.equal(PlainChunk.of(chunk({}, { finish_reason: '' }))?.finishes, false);
   });
 
   test('anything that decides something, or is not certainly valid JSON, is not plain', () => {
     const notPlain = [
-      chunk({}, { finish_reason: 'stop' }),
+      // a finish_reason other than a choice's own string
+      chunk({ finish_reason: 'stop' }),
+      chunk({}, { delta: { content: 'a', finish_reason: 'stop' } }),
+      chunk({}, { finish_reason: 1 }),
+      // a string finish_reason that is not the text's only one: the parsed chunk decides
+      '{"id":"x","choices":[{"index":0,"delta":{},"finish_reason":"stop"},{"index":1,"delta":{},"finish_reason":null}]}',
+      '{"id":"x","choices":[{"finish_reason":"stop","finish_reason":null}]}',
       chunk({ usage: { prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 } }),
       chunk({ error: { message: 'boom' } }),
       '{"error":"boom"}',
@@ -97,6 +114,7 @@ describe('plain chunks: the grammar', () => {
       // a key spelt with an escape is the same key to JSON.parse
       '{"id":"x","choices":[{"delta":{"content":"a"},"finish\\u005freason":"stop"}]}',
       '{"id":"x","choices":[{"finish_reason":null,"finish_reason":"stop"}]}',
+      '{"id":"x","finish_reason":null,"choices":[{"finish_reason":"stop"}]}',
       // not certainly valid
       '{"id":"x", "choices":[]}',
       '{"id":"x","choices":[],}',
@@ -116,10 +134,16 @@ describe('plain chunks: the grammar', () => {
     for (const t of notPlain) assert.equal(PlainChunk.of(t), undefined, t);
   });
 
-  test('property: every text the grammar accepts parses to an object with no error, no finish and no usage', () => {
-    const seeds = [chunk(), chunk({ usage: null, obfuscation: 'q' }), '{"id":"x","choices":[{"delta":{"content":"a"},"finish_reason":null}],"usage":null}'];
+  test('property: every plain text parses to an object with no error and no usage, whose only non-null finish_reason is a choice\'s string, which `finishes` reports', () => {
+    const seeds = [
+      chunk(),
+      chunk({ usage: null, obfuscation: 'q' }),
+      '{"id":"x","choices":[{"delta":{"content":"a"},"finish_reason":null}],"usage":null}',
+      chunk({ usage: null }, { delta: {}, finish_reason: 'stop' }),
+    ];
     const alphabet = '{}[]:,"\\ nulltrefas0123456789.-+eEu_' + 'error' + 'finish_reason' + 'usage';
     let accepted = 0;
+    let finishing = 0;
     fc.assert(
       fc.property(fc.constantFrom(...seeds), fc.array(fc.tuple(fc.nat(), fc.nat(), fc.string({ unit: fc.constantFrom(...alphabet), maxLength: 6 })), { maxLength: 4 }), (seed, edits) => {
         let t = seed;
@@ -131,23 +155,30 @@ describe('plain chunks: the grammar', () => {
         accepted++;
         const v = JSON.parse(t) as Record<string, unknown>;
         assert.ok(typeof v === 'object' && v !== null && !Array.isArray(v));
-        const walk = (x: unknown): void => {
+        const p = PlainChunk.of(t) as PlainChunk;
+        // a choice's own finish_reason may be a string; every other finish_reason, and every usage, is null
+        const walk = (x: unknown, inChoice: boolean): void => {
           if (typeof x !== 'object' || x === null) return;
           for (const [k, y] of Object.entries(x)) {
             assert.notEqual(k, 'error', t);
-            if (k === 'finish_reason' || k === 'usage') assert.equal(y, null, t);
-            walk(y);
+            if (k === 'usage' || (k === 'finish_reason' && !inChoice)) assert.equal(y, null, t);
+            if (k === 'finish_reason' && inChoice) assert.ok(y === null || typeof y === 'string', t);
+            walk(y, false);
           }
         };
-        walk(v);
+        const choices = Array.isArray(v.choices) ? (v.choices as unknown[]) : [];
+        walk({ ...v, choices: undefined }, false);
+        for (const c of choices) walk(c, true);
+        assert.equal(p.finishes, choices.some((c) => !!(c as { finish_reason?: unknown }).finish_reason), t);
+        if (p.finishes) finishing++;
       }),
       { numRuns: 20000 },
     );
-    // not vacuous: many edited texts are still accepted (and then checked)
-    assert.ok(accepted > 2000, `accepted ${accepted}`);
+    // not vacuous: many edited texts are still accepted (and then checked), finishing ones too
+    assert.ok(accepted > 2000 && finishing > 500, `accepted ${accepted}, finishing ${finishing}`);
   });
 
-  test('property: chunk-shaped JSON with any scalar values is plain exactly when it has no error and no non-null finish_reason or usage', () => {
+  test('property: chunk-shaped JSON with any scalar values is plain exactly when it has no error, no usage and no finish_reason but null or a choice\'s only string one', () => {
     const key = fc.constantFrom('id', 'model', 'content', 'role', 'index', 'logprobs', 'obfuscation', 'error', 'finish_reason', 'usage');
     const scalar = fc.oneof(fc.string(), fc.double({ noNaN: true, noDefaultInfinity: true }), fc.integer(), fc.boolean(), fc.constant(null));
     const flat = fc.dictionary(key, scalar, { maxKeys: 4 });
@@ -156,9 +187,16 @@ describe('plain chunks: the grammar', () => {
     fc.assert(
       fc.property(top, (v) => {
         const t = JSON.stringify(v);
-        const decides = (o: Record<string, unknown>): boolean => 'error' in o || (o.finish_reason ?? null) !== null || (o.usage ?? null) !== null;
-        const expectPlain = !decides(v) && v.choices.every((c) => !decides(c) && !(c.delta && decides(c.delta as Record<string, unknown>)));
-        assert.equal(!!PlainChunk.of(t), expectPlain, t);
+        const decides = (o: Record<string, unknown>, finishMayBeText = false): boolean =>
+          'error' in o || (o.usage ?? null) !== null || !((o.finish_reason ?? null) === null || (finishMayBeText && typeof o.finish_reason === 'string'));
+        const inGrammar = !decides(v) && v.choices.every((c) => !decides(c, true) && !(c.delta && decides(c.delta as Record<string, unknown>)));
+        const choices = v.choices as Record<string, unknown>[];
+        const objects = [v, ...choices, ...choices.map((c) => c.delta ?? {})] as Record<string, unknown>[];
+        const finishKeys = objects.filter((o) => 'finish_reason' in o).length;
+        const textFinish = choices.some((c) => typeof c.finish_reason === 'string');
+        const p = PlainChunk.of(t);
+        assert.equal(!!p, inGrammar && (!textFinish || finishKeys === 1), t);
+        if (p) assert.equal(p.finishes, choices.some((c) => !!c.finish_reason), t);
       }),
       { numRuns: 5000 },
     );
@@ -198,7 +236,7 @@ describe('plain chunks: does the delta carry anything (the commit point)', () =>
 });
 
 describe('plain chunks: a stream\'s shared head', () => {
-  test('property: with one PlainHead over a stream of edited texts, a text is plain exactly when the whole grammar accepts it, and usage reads and drops as with a fresh head', () => {
+  test('property: with one PlainHead over a stream of edited texts, a text is plain exactly when it is with a fresh head (the whole grammar accepts it), and usage and finish read and drop as with a fresh head', () => {
     const seeds = [
       '{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"m","choices":[{"index":0,"delta":{"content":"a"},"logprobs":null,"finish_reason":null}],"usage":null}',
       '{"usage":null,"id":"c","choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}',
@@ -222,13 +260,16 @@ describe('plain chunks: a stream\'s shared head', () => {
           }
           const before = head.text;
           const p = PlainChunk.of(t, head);
-          assert.equal(!!p, PLAIN_GRAMMAR.test(t), t);
-          if (!p) continue;
+          const fresh = PlainChunk.of(t);
+          assert.equal(!!p, !!fresh, t);
+          // the whole grammar accepts every plain text; it refuses only a string finish_reason that is not the only one
+          if (p) assert.ok(PLAIN_GRAMMAR.test(t), t);
+          else if (PLAIN_GRAMMAR.test(t)) assert.ok(t.includes('"finish_reason":"') && t.split('"finish_reason"').length > 2, t);
+          if (!p || !fresh) continue;
           plain++;
           if (before !== '' && t.startsWith(before)) viaHead++;
-          const fresh = PlainChunk.of(t);
-          assert.ok(fresh);
           assert.equal(p.usage, fresh.usage, t);
+          assert.equal(p.finishes, fresh.finishes, t);
           p.dropUsageNull();
           fresh.dropUsageNull();
           assert.equal(jsonText(p), jsonText(fresh), t);
@@ -247,8 +288,8 @@ describe('plain chunks: a stream\'s shared head', () => {
     const tok = (c: string): string => `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":${JSON.stringify(c)}},"finish_reason":null}],"usage":null}`;
     for (const c of ['Hel', 'lo', ' "w"', '}]}', '\\']) assert.ok(PlainChunk.of(tok(c), head), c);
     assert.equal(head.text, tok('x').slice(0, tok('x').indexOf('"delta":{') + 9));
-    const bad = `${head.text}"content":"a"},"finish_reason":"stop"}],"usage":null}`;
-    assert.equal(PlainChunk.of(bad, head), undefined);
+    assert.equal(PlainChunk.of(`${head.text}"content":"a"},"finish_reason":"stop"}],"usage":null}`, head)?.finishes, true);
+    assert.equal(PlainChunk.of(`${head.text}"content":"a"},"finish_reason":"stop"}],"usage":{"total_tokens":1}}`, head), undefined);
     assert.equal(PlainChunk.of(`${head.text}"content":"a"}],"usage":null}`, head), undefined); // the choice not closed
     assert.equal(PlainChunk.of(`${head.text}"content":{"a":1}}}],"usage":null}`, head), undefined); // nested deeper
     assert.equal(PlainChunk.of(`${head.text}"content":"a"},"error":null}],"usage":null}`, head), undefined);

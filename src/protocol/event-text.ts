@@ -84,7 +84,8 @@ const SCALAR = `(?:${STR}|${NUM}|null|true|false)`;
 const KEY = String.raw`"(?!(?:error|usage|finish_reason|choices|delta)")[A-Za-z_][A-Za-z0-9_]*"`;
 const MEMBER = `(?:${KEY}:${SCALAR}|"usage":null|"finish_reason":null)`;
 const FLAT = String.raw`\{(?:${MEMBER}(?:,${MEMBER})*)?\}`;
-const CHOICE_MEMBER = `(?:${MEMBER}|"delta":${FLAT})`;
+/** a choice's own finish_reason may also be a string (the finish chunk); anywhere else it is null */
+const CHOICE_MEMBER = `(?:${MEMBER}|"finish_reason":${STR}|"delta":${FLAT})`;
 const CHOICE = String.raw`\{(?:${CHOICE_MEMBER}(?:,${CHOICE_MEMBER})*)?\}`;
 const TOP_MEMBER = String.raw`(?:${MEMBER}|"choices":\[(?:${CHOICE}(?:,${CHOICE})*)?\])`;
 const PLAIN = new RegExp(String.raw`^\{${TOP_MEMBER}(?:,${TOP_MEMBER})*\}$`);
@@ -118,6 +119,22 @@ export class PlainHead {
   hasUsage = true;
 }
 
+const FINISH_KEY = '"finish_reason"';
+const FINISH_STRING = '"finish_reason":"';
+
+/**
+ * For a text in PLAIN: whether a choice's finish_reason is a non-empty string (what completes an
+ * answer), or -1 when a string finish_reason is not the text's only `"finish_reason"` (a repeated
+ * key, or several choices: the parsed chunk decides then). By the grammar a string finish_reason
+ * stands only in a choice, and `"finish_reason":"` nowhere else (strings hold no bare quote).
+ */
+function finishOf(text: string): boolean | -1 {
+  const at = text.indexOf(FINISH_STRING);
+  if (at < 0) return false;
+  if (text.indexOf(FINISH_KEY) !== at || text.indexOf(FINISH_KEY, at + 1) >= 0) return -1;
+  return text.charCodeAt(at + FINISH_STRING.length) !== 34; // not ""
+}
+
 /** -1 when `text` is not in PLAIN; else the length of a head of it known to hold no `"usage"`, or 0. */
 function plainCheck(text: string, known: PlainHead): number {
   // (a slice compared is several times faster than startsWith here, which compares char by char)
@@ -143,12 +160,13 @@ export const PLAIN_GRAMMAR: RegExp = PLAIN;
  * A stream chunk kept as its text, not parsed (once its consumer accepts such chunks: the router
  * does from the moment it opens a stream, pollable.ts). Its text matched PLAIN, a grammar whose
  * every sentence is a valid JSON object (a strict subset of JSON: compact, scalars and one level
- * of `choices[].delta` objects) in which no member is named `error`, every `finish_reason` and
- * `usage` is null, and nothing is nested deeper. So it is provably not an error, not the end of
- * the answer and carries no usage — what the gateway checks an event for; whether its delta
- * carries anything (the commit point) is read from the text too (`deltaCarries`) — and it is
- * forwarded as it came, at a fraction of JSON.parse's cost (an ordinary content token of a chat
- * or completions stream is one, and so is the role chunk). Anything else is parsed as before.
+ * of `choices[].delta` objects) in which no member is named `error`, every `usage` is null, and
+ * every `finish_reason` is null but a choice's own, which may be a string; nothing is nested
+ * deeper. So it is provably not an error and carries no usage, whether it ends the answer is
+ * `finishes`, and whether its delta carries anything (the commit point) is read from the text too
+ * (`deltaCarries`): all the gateway checks an event for. It is forwarded as it came, at a
+ * fraction of JSON.parse's cost: the role chunk, an ordinary content token and the finish chunk
+ * of a chat stream are plain, and so are a completions stream's tokens. Anything else is parsed.
  *
  * For any other reader it behaves as a read-only view of the chunk: `choices` and the other
  * top-level fields are parsed from the text on first use. Changing what they return does not
@@ -164,6 +182,8 @@ export class PlainChunk {
   private constructor(
     public text: string,
     private scanFrom: number,
+    /** a choice's finish_reason is a non-empty string: the chunk completes the answer */
+    readonly finishes: boolean,
   ) {}
 
   /**
@@ -172,15 +192,17 @@ export class PlainChunk {
    */
   static of(text: string, head: PlainHead = new PlainHead()): PlainChunk | undefined {
     const scanFrom = plainCheck(text, head);
-    return scanFrom >= 0 ? new PlainChunk(text, scanFrom) : undefined;
+    if (scanFrom < 0) return undefined;
+    const finishes = finishOf(text);
+    return finishes === -1 ? undefined : new PlainChunk(text, scanFrom, finishes);
   }
 
   /**
    * Whether the chunk's delta carries something for the client (a member other than `role` that
    * is neither null nor ""), read from the text when it has exactly one delta; undefined when it
-   * has none or several (ask the parsed chunk). Nothing else in a plain chunk can carry anything:
-   * its finish_reason and usage are null. With a key repeated in the delta the answer may be true
-   * where the parsed object (whose last value wins) says false: erring towards sending.
+   * has none or several (ask the parsed chunk). Besides the delta only a finish (`finishes`) can
+   * carry anything in a plain chunk: its usage is null. With a key repeated in the delta the answer
+   * may be true where the parsed object (whose last value wins) says false: erring towards sending.
    */
   deltaCarries(): boolean | undefined {
     const t = this.text;

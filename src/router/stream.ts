@@ -25,9 +25,9 @@ export interface StreamHooks<T> {
   completes(chunk: T): boolean;
 }
 
-/** A plain chunk never completes (its grammar has every finish_reason null: event-text.ts). */
+/** A plain chunk says itself whether it completes the answer (event-text.ts). */
 function completes<T>(hooks: StreamHooks<T>, chunk: T): boolean {
-  return !(chunk instanceof PlainChunk) && hooks.completes(chunk);
+  return chunk instanceof PlainChunk ? chunk.finishes : hooks.completes(chunk);
 }
 
 /** Most chunks buffered while waiting for the commit point. */
