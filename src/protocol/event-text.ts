@@ -84,11 +84,21 @@ const SCALAR = `(?:${STR}|${NUM}|null|true|false)`;
 const KEY = String.raw`"(?!(?:error|usage|finish_reason|choices|delta)")[A-Za-z_][A-Za-z0-9_]*"`;
 const MEMBER = `(?:${KEY}:${SCALAR}|"usage":null|"finish_reason":null)`;
 const FLAT = String.raw`\{(?:${MEMBER}(?:,${MEMBER})*)?\}`;
-/** a choice's own finish_reason may also be a string (the finish chunk); anywhere else it is null */
-const CHOICE_MEMBER = `(?:${MEMBER}|"finish_reason":${STR}|"delta":${FLAT})`;
-const CHOICE = String.raw`\{(?:${CHOICE_MEMBER}(?:,${CHOICE_MEMBER})*)?\}`;
-const TOP_MEMBER = String.raw`(?:${MEMBER}|"choices":\[(?:${CHOICE}(?:,${CHOICE})*)?\])`;
-const PLAIN = new RegExp(String.raw`^\{${TOP_MEMBER}(?:,${TOP_MEMBER})*\}$`);
+/**
+ * The grammar, built twice: without and with a choice's own `finish_reason` allowed to be a string
+ * (the finish chunk; anywhere else it is null). An ordinary token passes the first; only a text it
+ * refuses is tried against the second, so finding the finish costs the tokens nothing.
+ */
+function grammar(finish: boolean): { whole: RegExp; choice: string; choiceMember: string; topMember: string } {
+  const choiceMember = finish ? `(?:${MEMBER}|"finish_reason":${STR}|"delta":${FLAT})` : `(?:${MEMBER}|"delta":${FLAT})`;
+  const choice = String.raw`\{(?:${choiceMember}(?:,${choiceMember})*)?\}`;
+  const topMember = String.raw`(?:${MEMBER}|"choices":\[(?:${choice}(?:,${choice})*)?\])`;
+  return { whole: new RegExp(String.raw`^\{${topMember}(?:,${topMember})*\}$`), choice, choiceMember, topMember };
+}
+const NO_FINISH = grammar(false);
+const ANY = grammar(true);
+const PLAIN = NO_FINISH.whole;
+const PLAIN_FINISHING = ANY.whole;
 
 /**
  * The same grammar cut at the opening of a choice's `delta` object: PLAIN_HEAD matches exactly the
@@ -98,10 +108,13 @@ const PLAIN = new RegExp(String.raw`^\{${TOP_MEMBER}(?:,${TOP_MEMBER})*\}$`);
  * `"delta":{` (no string of the grammar holds an unescaped quote, and no other key takes an
  * object). The chunks of one stream share their head (id, object, created, model, fingerprint,
  * the choice's index): it is checked once and then compared, and only the tail — the token — goes
- * through a regular expression.
+ * through a regular expression. The head has no finish (a finish written before the delta is
+ * checked whole); a tail with one is tried against PLAIN_TAIL_FINISHING.
  */
-const PLAIN_HEAD = new RegExp(String.raw`^\{(?:${TOP_MEMBER},)*"choices":\[(?:${CHOICE},)*\{(?:${CHOICE_MEMBER},)*"delta":\{$`);
-const PLAIN_TAIL = new RegExp(String.raw`^(?:${MEMBER}(?:,${MEMBER})*)?\}(?:,${CHOICE_MEMBER})*\}(?:,${CHOICE})*\](?:,${TOP_MEMBER})*\}$`);
+const tail = (g: typeof ANY): RegExp => new RegExp(String.raw`^(?:${MEMBER}(?:,${MEMBER})*)?\}(?:,${g.choiceMember})*\}(?:,${g.choice})*\](?:,${g.topMember})*\}$`);
+const PLAIN_HEAD = new RegExp(String.raw`^\{(?:${NO_FINISH.topMember},)*"choices":\[(?:${NO_FINISH.choice},)*\{(?:${NO_FINISH.choiceMember},)*"delta":\{$`);
+const PLAIN_TAIL = tail(NO_FINISH);
+const PLAIN_TAIL_FINISHING = tail(ANY);
 const DELTA_OPEN = '"delta":{';
 
 /**
@@ -123,10 +136,11 @@ const FINISH_KEY = '"finish_reason"';
 const FINISH_STRING = '"finish_reason":"';
 
 /**
- * For a text in PLAIN: whether a choice's finish_reason is a non-empty string (what completes an
- * answer), or -1 when a string finish_reason is not the text's only `"finish_reason"` (a repeated
- * key, or several choices: the parsed chunk decides then). By the grammar a string finish_reason
- * stands only in a choice, and `"finish_reason":"` nowhere else (strings hold no bare quote).
+ * For a text in PLAIN_FINISHING but not in PLAIN: whether a choice's finish_reason is a non-empty
+ * string (what completes an answer), or -1 when the string finish_reason is not the text's only
+ * `"finish_reason"` (a repeated key, or several choices: the parsed chunk decides then). By the
+ * grammar a string finish_reason stands only in a choice, and `"finish_reason":"` nowhere else
+ * (strings hold no bare quote).
  */
 function finishOf(text: string): boolean | -1 {
   const at = text.indexOf(FINISH_STRING);
@@ -135,11 +149,25 @@ function finishOf(text: string): boolean | -1 {
   return text.charCodeAt(at + FINISH_STRING.length) !== 34; // not ""
 }
 
-/** -1 when `text` is not in PLAIN; else the length of a head of it known to hold no `"usage"`, or 0. */
+/** Set by plainCheck: the text it accepted is in the grammar only with a string finish_reason. */
+let checkedFinishing = false;
+
+/** Whether `tail` (after a plain head) is plain, setting checkedFinishing. */
+function tailCheck(tail: string): boolean {
+  checkedFinishing = false;
+  if (PLAIN_TAIL.test(tail)) return true;
+  checkedFinishing = PLAIN_TAIL_FINISHING.test(tail);
+  return checkedFinishing;
+}
+
+/**
+ * -1 when `text` is not in the grammar (PLAIN_FINISHING); else the length of a head of it known to
+ * hold no `"usage"`, or 0; checkedFinishing says whether it needed a string finish_reason.
+ */
 function plainCheck(text: string, known: PlainHead): number {
   // (a slice compared is several times faster than startsWith here, which compares char by char)
   if (known.text !== '' && text.slice(0, known.text.length) === known.text) {
-    return PLAIN_TAIL.test(text.slice(known.text.length)) ? (known.hasUsage ? 0 : known.text.length) : -1;
+    return tailCheck(text.slice(known.text.length)) ? (known.hasUsage ? 0 : known.text.length) : -1;
   }
   const at = text.indexOf(DELTA_OPEN);
   if (at > 0) {
@@ -147,14 +175,17 @@ function plainCheck(text: string, known: PlainHead): number {
     if (PLAIN_HEAD.test(head)) {
       known.text = head;
       known.hasUsage = head.includes(USAGE_KEY);
-      return PLAIN_TAIL.test(text.slice(head.length)) ? (known.hasUsage ? 0 : head.length) : -1;
+      return tailCheck(text.slice(head.length)) ? (known.hasUsage ? 0 : head.length) : -1;
     }
   }
-  return PLAIN.test(text) ? 0 : -1;
+  checkedFinishing = false;
+  if (PLAIN.test(text)) return 0;
+  checkedFinishing = PLAIN_FINISHING.test(text);
+  return checkedFinishing ? 0 : -1;
 }
 
 /** For tests: the grammar as one expression (the reference the split check must agree with). */
-export const PLAIN_GRAMMAR: RegExp = PLAIN;
+export const PLAIN_GRAMMAR: RegExp = PLAIN_FINISHING;
 
 /**
  * A stream chunk kept as its text, not parsed (once its consumer accepts such chunks: the router
@@ -193,7 +224,7 @@ export class PlainChunk {
   static of(text: string, head: PlainHead = new PlainHead()): PlainChunk | undefined {
     const scanFrom = plainCheck(text, head);
     if (scanFrom < 0) return undefined;
-    const finishes = finishOf(text);
+    const finishes = checkedFinishing ? finishOf(text) : false;
     return finishes === -1 ? undefined : new PlainChunk(text, scanFrom, finishes);
   }
 
