@@ -156,7 +156,7 @@ let checkedFinishing = false;
 function tailCheck(tail: string): boolean {
   checkedFinishing = false;
   if (PLAIN_TAIL.test(tail)) return true;
-  checkedFinishing = PLAIN_TAIL_FINISHING.test(tail);
+  checkedFinishing = tail.includes(FINISH_STRING) && PLAIN_TAIL_FINISHING.test(tail);
   return checkedFinishing;
 }
 
@@ -180,7 +180,8 @@ function plainCheck(text: string, known: PlainHead): number {
   }
   checkedFinishing = false;
   if (PLAIN.test(text)) return 0;
-  checkedFinishing = PLAIN_FINISHING.test(text);
+  // (the second expression only for a text that can be in it: the usage chunk is not)
+  checkedFinishing = text.includes(FINISH_STRING) && PLAIN_FINISHING.test(text);
   return checkedFinishing ? 0 : -1;
 }
 
