@@ -206,6 +206,8 @@ export const PLAIN_GRAMMAR: RegExp = PLAIN_FINISHING;
  */
 export class PlainChunk {
   private parsed: Record<string, unknown> | undefined;
+  /** the router's commit point (markFlushPoint) */
+  flushPoint = false;
 
   /**
    * @param scanFrom where a top-level `"usage"` member could start at the earliest: the length of
@@ -313,9 +315,12 @@ export class PlainChunk {
 const flushPoints = new WeakSet<object>();
 
 export function markFlushPoint(value: unknown): void {
-  if (typeof value === 'object' && value !== null) flushPoints.add(value);
+  // a plain chunk (the usual first token) carries the mark itself: a WeakSet costs more
+  if (value instanceof PlainChunk) value.flushPoint = true;
+  else if (typeof value === 'object' && value !== null) flushPoints.add(value);
 }
 
 export function isFlushPoint(value: unknown): boolean {
+  if (value instanceof PlainChunk) return value.flushPoint;
   return typeof value === 'object' && value !== null && flushPoints.has(value);
 }
