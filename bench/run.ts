@@ -5,6 +5,7 @@
  *   npm run bench [-- --seconds 2] [--rounds 2] [--warm 1] [--warm-start 2] [--only chat-c64,stream-c1] [--long [--long-seconds 5]]
  *                 [--wait-quiet 120] [--tsx] [--no-docs]
  *   npm run bench -- --profile [--only chat-c64,embed-float-c64]   CPU profile of Switchyard instead
+ *   npm run bench -- --perf [--only stream-c64]   Switchyard and the floor under Linux perf instead (bench/perf.ts)
  *
  * Processes: the mock upstream (bench/mock-upstream.ts), the floor (bench/floor-proxy.ts) and two
  * Switchyards (src/main.ts with a generated config: default features, and the same with the
@@ -24,6 +25,7 @@ import { compiledCommands, tsxCommands } from './build.ts';
 import { combineProbes, load, probeStream, type LoadResult, type ProbeResult } from './measure.ts';
 import { pacedBody, streamBody } from './payloads.ts';
 import { cpuMs, freePort, machineBusyMs, machineLoad, planPinning, pinSelf, sampleRss, startProc, stopProc, type Proc } from './procs.ts';
+import { perfScenarios } from './perf.ts';
 import { profileScenarios } from './profile.ts';
 import { render, type LongRow, type ProbeRow, type Report, type Row, type TargetName } from './report.ts';
 import { CACHE_SCENARIOS, SCENARIOS, gatewayYaml, type Scenario } from './scenarios.ts';
@@ -38,6 +40,7 @@ const { values: a } = parseArgs({
     only: { type: 'string' },
     long: { type: 'boolean', default: false },
     profile: { type: 'boolean', default: false },
+    perf: { type: 'boolean', default: false },
     'profile-interval': { type: 'string', default: '250' },
     'no-docs': { type: 'boolean', default: false },
     'wait-quiet': { type: 'string', default: '0' },
@@ -144,13 +147,18 @@ async function main(): Promise<void> {
   }
   const procs: Proc[] = [];
   const core = (c: string): string | undefined => (pin.enabled ? c : undefined);
-  const compiled = !a.tsx || a.profile;
+  const compiled = !a.tsx || a.profile || a.perf;
   if (compiled) say('compiling src/ and bench/ with tsc…');
   const cmd = compiled ? compiledCommands(root) : tsxCommands(root);
   say(`processes run from ${cmd.note}`);
   try {
     const mock = await startProc({ name: 'mock upstream', args: cmd.mock, core: core(pin.loadCore) });
     procs.push(mock);
+    if (a.perf) {
+      const md = await perfScenarios(a.only?.split(',') ?? ['stream-c64'], { results, mock, pin, seconds: Math.max(5, seconds), commands: cmd });
+      process.stdout.write(`${md}\n`);
+      return;
+    }
     if (a.profile) {
       const ids = a.only?.split(',') ?? ['chat-c64'];
       const md = await profileScenarios(ids, { results, mock, pin, seconds: Math.max(5, seconds), intervalUs: Number(a['profile-interval']), commands: cmd });
