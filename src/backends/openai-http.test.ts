@@ -286,6 +286,41 @@ describe('OpenAIHttpClient: JSON', () => {
     await agent.close();
   });
 
+  test('a large body of a known length (copied as it arrives) comes whole however it is split; cut short or aborted, it fails as a small one does', async () => {
+    const { http, agent } = client({ maxResponseBytes: 1 << 20 });
+    const value = { data: Array.from({ length: 40 }, (_, i) => ({ index: i, pad: `${i}`.repeat(5000) })) };
+    const big = Buffer.from(JSON.stringify(value));
+    assert.ok(big.length > 128 * 1024);
+    handler = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': big.length });
+      let at = 0;
+      const next = (): void => {
+        const end = Math.min(big.length, at + 50_000);
+        res.write(big.subarray(at, end));
+        at = end;
+        if (at < big.length) setTimeout(next, 2);
+        else res.end();
+      };
+      next();
+    };
+    assert.deepEqual(await http.postJson('/x', {}, { signal: signal() }), value);
+    handler = (req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': big.length });
+      res.write(big.subarray(0, 100_000));
+      setTimeout(() => req.socket.destroy(), 10);
+    };
+    assert.match((await rejectsWith(http.postJson('/x', {}, { signal: signal() }), 'upstream_unreachable')).message, /connection lost/);
+    handler = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': big.length });
+      res.write(big.subarray(0, 100_000));
+    };
+    const ac = new AbortController();
+    const reason = new DOMException('attempt deadline', 'TimeoutError');
+    setTimeout(() => ac.abort(reason), 30);
+    await assert.rejects(http.postJson('/x', {}, { signal: ac.signal }), (err: unknown) => err === reason);
+    await agent.close();
+  });
+
   test('an abort is rethrown as the signal’s reason, before or after the headers', async () => {
     const { http, agent } = client();
     handler = () => {}; // never answers
