@@ -66,6 +66,9 @@ describe('sniffEmbeddings', () => {
     ['garbage in the first vector', Buffer.from(answer(V).toString().replace('0.0125', '0..1')), 'float', 3],
     ['base64 vectors of different lengths', answer([floatsToBase64([1, 2]), floatsToBase64([1]), floatsToBase64([1, 2])]), 'base64', 3],
     ['base64 with an escape', Buffer.from(answer(['AAAA', 'AAAA', 'AAAA']).toString().replace('"AAAA"', '"AA\\/A"')), 'base64', 3],
+    // as long as the others in the JSON text (14 letters and an escaped backslash): only the escape check refuses it
+    ['base64 with an escape in the last vector', answer([floatsToBase64([1, 2, 3]), floatsToBase64([1, 2, 3]), `${'A'.repeat(14)}\\`]), 'base64', 3],
+    ['a float array holding an array in the last vector', answer([[1, 2], [3], [4, [5]]]), 'float', 3],
     ['not base64', answer(['AA*A', 'AA*A', 'AA*A']), 'base64', 3],
     ['base64 that is not whole float32 values', answer(['AAA=', 'AAA=', 'AAA=']), 'base64', 3],
     ['truncated JSON', answer(V).subarray(0, 120) as Buffer<ArrayBuffer>, 'float', 3],
@@ -79,6 +82,13 @@ describe('sniffEmbeddings', () => {
       assert.equal(sniffEmbeddings(bytes, format, inputs), undefined);
     });
   }
+
+  test('a backslash outside the vectors (in the model name) does not count against them', () => {
+    const v = floatsToBase64([1, 2, 3]);
+    const r = sniffEmbeddings(answer([v, v, v], { model: 'a\\b' }), 'base64', 3);
+    assert.ok(r instanceof RawEmbeddingResponse);
+    assert.equal(r.model, 'a\\b');
+  });
 
   test('"embedding" inside a string value does not confuse the cutting', () => {
     const bytes = answer(V, { model: 'm "embedding": [1] x' });
