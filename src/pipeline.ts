@@ -94,6 +94,15 @@ function free(t: ResolvedTarget): ResolvedTarget {
   return { ...t, target: { ...t.target, price: { input: 0, output: 0 } } };
 }
 
+/**
+ * A routed answer with who served it, built field by field: `{ ...r, served }` took V8's slow path
+ * for a member added after a spread (`Runtime_DefineNamedOwnIC_Slow`, ~1% of an embeddings
+ * request under perf, and unstable shapes for every reader after it).
+ */
+function withServed<T>(r: Routed<T>, served: Served): Answer<T> {
+  return { result: r.result, target: r.target, attempts: r.attempts, upstreamMs: r.upstreamMs, served };
+}
+
 export class Pipeline {
   private readonly principals = new Map<string, Principal>();
 
@@ -198,7 +207,7 @@ export class Pipeline {
         const status = this.status(s, prep);
         const r = await call(job.info.signal);
         adm?.settle(r.result.usage ?? undefined, r.target.target.price);
-        return { ...r, served: this.served(adm, status) };
+        return withServed(r, this.served(adm, status));
       }
       const joined = s.flights.find<Routed<T>>(key);
       if (joined) {
@@ -221,7 +230,7 @@ export class Pipeline {
         const r = await f.result;
         adm?.settle(r.result.usage ?? undefined, r.target.target.price);
         s.cache.putJson(key, { backend: r.target.backend, model: r.target.model }, r.result);
-        return { ...r, served: this.served(adm, status) };
+        return withServed(r, this.served(adm, status));
       } finally {
         f.settle();
         s.flights.end(key, f);
@@ -309,7 +318,7 @@ export class Pipeline {
         adm?.release();
         leave();
       });
-      return { ...r, result, usage: sink, served: this.served(adm, status) };
+      return { result, target: r.target, attempts: r.attempts, upstreamMs: r.upstreamMs, usage: sink, served: this.served(adm, status) };
     } catch (err) {
       adm?.settle('refund', undefined);
       adm?.release();
