@@ -65,8 +65,9 @@ export function droppedUsageNull(value: object): void {
 }
 
 /**
- * `text` without its one top-level `"usage":null` member; undefined when that is not provably safe.
- * `i` is where `"usage"` first stands in it, when the caller has looked already.
+ * `text` without its `"usage":null` member, when `"usage"` stands in it exactly once and the caller
+ * knows that one to be the top-level member (from the parsed object, or from its place); else
+ * undefined. `i` is where `"usage"` first stands in it, when the caller has looked already.
  */
 function withoutUsageNull(t: string, i = t.indexOf(USAGE_KEY)): string | undefined {
   if (i < 0 || t.indexOf(USAGE_KEY, i + 1) >= 0 || !t.startsWith(USAGE_NULL, i)) return undefined;
@@ -288,9 +289,10 @@ export class PlainChunk {
     // keys have no escapes (the grammar), so a text without `"usage"` has no such member
     const at = t.indexOf(USAGE_KEY, this.scanFrom);
     if (at < 0) return;
-    const only = t.indexOf(USAGE_KEY, at + 1) < 0;
-    if (only && at === t.length - USAGE_LAST.length + 1 && t.endsWith(USAGE_LAST)) this.text = `${t.slice(0, at - 1)}}`;
-    else if (only && at === 1 && t.startsWith(USAGE_FIRST)) this.text = `{${t.slice(USAGE_FIRST.length)}`;
+    // its place proves the member top-level: the last one (as OpenAI writes it) or the first
+    const placed = (at === t.length - USAGE_LAST.length + 1 && t.endsWith(USAGE_LAST)) || (at === 1 && t.startsWith(USAGE_FIRST));
+    const cut = placed ? withoutUsageNull(t, at) : undefined;
+    if (cut !== undefined) this.text = cut;
     else {
       const v = this.value();
       if (!('usage' in v)) return;
