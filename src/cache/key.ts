@@ -54,7 +54,7 @@ export type CacheDecision = { use: false; why: 'disabled' | 'no-store' | 'temper
 export function cacheDirectives(header: string | undefined): { noCache: boolean; noStore: boolean } {
   // most requests send none (splitting an empty text took a runtime call)
   if (header === undefined || header === '') return { noCache: false, noStore: false };
-  const tokens = (header ?? '').toLowerCase().split(',').map((t) => t.trim().split('=')[0]);
+  const tokens = header.toLowerCase().split(',').map((t) => t.trim().split('=')[0]);
   return { noCache: tokens.includes('no-cache'), noStore: tokens.includes('no-store') };
 }
 
