@@ -103,6 +103,11 @@ function withServed<T>(r: Routed<T>, served: Served): Answer<T> {
   return { result: r.result, target: r.target, attempts: r.attempts, upstreamMs: r.upstreamMs, served };
 }
 
+/** A routed stream's answer, its chunks `result` (the routed ones shaped), built as withServed's. */
+function streamAnswer<C>(r: Routed<unknown>, result: AsyncIterable<C>, usage: StreamResult<C>['usage'], served: Served): StreamResult<C> {
+  return { result, target: r.target, attempts: r.attempts, upstreamMs: r.upstreamMs, usage, served };
+}
+
 export class Pipeline {
   private readonly principals = new Map<string, Principal>();
 
@@ -275,7 +280,7 @@ export class Pipeline {
           adm?.settle(sink.value, price);
           adm?.release();
         });
-        return { result, target: r.target, attempts: r.attempts, upstreamMs: r.upstreamMs, usage: sink, served: this.served(adm, status) };
+        return streamAnswer(r, result, sink, this.served(adm, status));
       }
       const joined = s.flights.find<Routed<AsyncIterable<C>>>(key);
       const tap = joined?.tap;
@@ -318,7 +323,7 @@ export class Pipeline {
         adm?.release();
         leave();
       });
-      return { result, target: r.target, attempts: r.attempts, upstreamMs: r.upstreamMs, usage: sink, served: this.served(adm, status) };
+      return streamAnswer(r, result, sink, this.served(adm, status));
     } catch (err) {
       adm?.settle('refund', undefined);
       adm?.release();
