@@ -48,21 +48,18 @@ export function withEnd<T>(src: AsyncIterable<T>, onEnd: () => void): AsyncItera
  * a computed `[Symbol.asyncIterator]` key, cost a runtime call and five closures per stream).
  */
 class WithEnd<T> implements AsyncIterableIterator<T>, Pollable<T>, PlainAware {
-  private it: AsyncIterator<T> | undefined;
+  private readonly it: AsyncIterator<T>;
   private done = false;
 
   constructor(
-    private readonly src: AsyncIterable<T>,
+    src: AsyncIterable<T>,
     private readonly onEnd: () => void,
-  ) {}
-
-  [Symbol.asyncIterator](): this {
-    this.it = this.src[Symbol.asyncIterator]();
-    return this;
+  ) {
+    this.it = src[Symbol.asyncIterator]();
   }
 
-  private source(): AsyncIterator<T> {
-    return (this.it ??= this.src[Symbol.asyncIterator]());
+  [Symbol.asyncIterator](): this {
+    return this;
   }
 
   private finish(): void {
@@ -72,11 +69,11 @@ class WithEnd<T> implements AsyncIterableIterator<T>, Pollable<T>, PlainAware {
   }
 
   acceptPlain(): void {
-    acceptPlain(this.source());
+    acceptPlain(this.it);
   }
 
   poll(): IteratorResult<T> | undefined {
-    const p = pollable(this.source());
+    const p = pollable(this.it);
     if (!p) return undefined;
     try {
       const r = p.poll();
@@ -90,7 +87,7 @@ class WithEnd<T> implements AsyncIterableIterator<T>, Pollable<T>, PlainAware {
 
   async next(): Promise<IteratorResult<T>> {
     try {
-      const r = await this.source().next();
+      const r = await this.it.next();
       if (r.done) this.finish();
       return r;
     } catch (err) {
@@ -101,6 +98,6 @@ class WithEnd<T> implements AsyncIterableIterator<T>, Pollable<T>, PlainAware {
 
   async return(v?: unknown): Promise<IteratorResult<T>> {
     this.finish();
-    return (await this.source().return?.(v)) ?? DONE;
+    return (await this.it.return?.(v)) ?? DONE;
   }
 }
