@@ -321,6 +321,41 @@ describe('OpenAIHttpClient: JSON', () => {
     await agent.close();
   });
 
+  test('a small body comes whole however it is split, with a content-length or chunked; an empty one is malformed, and the connection is kept', async () => {
+    const { http, agent } = client();
+    const text = '{"choices":[{"index":0,"message":{"role":"assistant","content":"héllo ✓"}}]}';
+    const bytes = Buffer.from(text);
+    const parts = [bytes.subarray(0, 7), bytes.subarray(7, 61), bytes.subarray(61)]; // 61: inside "✓"
+    for (const withLength of [true, false]) {
+      handler = (_req, res) => {
+        res.writeHead(200, { 'content-type': 'application/json', ...(withLength ? { 'content-length': bytes.length } : {}) });
+        let i = 0;
+        const next = (): void => {
+          const p = parts[i++];
+          if (p === undefined) return void res.end();
+          res.write(p);
+          setTimeout(next, 5);
+        };
+        next();
+      };
+      assert.deepEqual(await http.postJson('/x', {}, { signal: signal() }), JSON.parse(text));
+      assert.equal((await http.postForBytes('/x', {}, { signal: signal() })).toString('utf8'), text);
+    }
+    handler = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': '0' });
+      res.end();
+    };
+    await rejectsWith(http.postJson('/x', {}, { signal: signal() }), 'upstream_malformed_response');
+    const before = connections;
+    handler = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end('{"ok":1}');
+    };
+    for (let i = 0; i < 5; i++) await http.postJson('/x', {}, { signal: signal() });
+    assert.ok(connections - before <= 1, `${connections - before} new connections for 5 calls`);
+    await agent.close();
+  });
+
   test('an abort is rethrown as the signal’s reason, before or after the headers', async () => {
     const { http, agent } = client();
     handler = () => {}; // never answers
