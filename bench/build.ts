@@ -8,15 +8,6 @@ import { spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-/**
- * The V8 flags production starts the gateway with (package.json `start` and `dev`, the Dockerfile's
- * CMD; test/dockerfile.test.ts keeps them equal), so the bench measures what runs. A young
- * generation of up to 2 × 32 MiB instead of V8's 2 × 16: under load a request's objects are
- * garbage by the next scavenge instead of being copied (and promoted, feeding major GCs); about
- * 4–13% less CPU per request for ~25 MB more RSS (docs/performance.md).
- */
-export const GATEWAY_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=32'];
-
 export interface Commands {
   /** node arguments that start each process (script path first, its own arguments to be appended) */
   mock: string[];
@@ -27,7 +18,7 @@ export interface Commands {
 
 export function tsxCommands(root: string): Commands {
   const tsx = (f: string): string[] => ['--import', 'tsx', join(root, f)];
-  return { mock: tsx('bench/mock-upstream.ts'), floor: tsx('bench/floor-proxy.ts'), gateway: [...GATEWAY_NODE_FLAGS, ...tsx('src/main.ts')], note: 'TypeScript run through tsx (`node --import tsx`)' };
+  return { mock: tsx('bench/mock-upstream.ts'), floor: tsx('bench/floor-proxy.ts'), gateway: tsx('src/main.ts'), note: 'TypeScript run through tsx (`node --import tsx`)' };
 }
 
 /** Compiles with tsc; falls back to tsx (and says so) when the build produced no entry points. */
@@ -50,5 +41,5 @@ export function compiledCommands(root: string): Commands {
   if (!Object.values(files).every((f) => existsSync(f))) return { ...tsxCommands(root), note: 'TypeScript run through tsx (the tsc build failed)' };
   // src/main.js reads ../package.json; "type": "module" must also apply to the build
   copyFileSync(join(root, 'package.json'), join(out, 'package.json'));
-  return { mock: [files.mock], floor: [files.floor], gateway: [...GATEWAY_NODE_FLAGS, files.gateway], note: 'a tsc build of src/ and bench/ (.cache/bench-build/), plain `node`' };
+  return { mock: [files.mock], floor: [files.floor], gateway: [files.gateway], note: 'a tsc build of src/ and bench/ (.cache/bench-build/), plain `node`' };
 }
