@@ -5,7 +5,6 @@
  */
 import { StringDecoder } from 'node:string_decoder';
 import { createParser, type EventSourceParser, type ParseError } from 'eventsource-parser';
-import type { Dispatcher } from 'undici';
 import { GatewayError } from '../errors.ts';
 import { DONE, type PlainAware, type Pollable } from '../pollable.ts';
 import { keepText, PlainChunk, PlainHead } from '../protocol/event-text.ts';
@@ -20,8 +19,6 @@ const MAX_TAIL_BYTES = 64 * 1024;
  * Readable's high-water mark would): a consumer that stops pulling (a slow client) stops the read.
  */
 const HIGH_WATER_BYTES = 64 * 1024;
-
-export type Body = Dispatcher.ResponseData['body'];
 
 /** What an upstream read can be told: undici's dispatch controller. */
 export interface ReadControl {
@@ -317,14 +314,6 @@ export function connectionLost(backend: string, err: unknown, secrets: ReadonlyA
 }
 
 /** Closes a body not read to its end (and its connection); the abort error it raises is expected. */
-export function discard(body: Body): void {
-  if (body.destroyed) return;
-  body.on('error', noop);
-  body.destroy();
-}
-
-const noop = (): void => {};
-
 /** The signal's reason when it is an Error, else a generic AbortError: always an Error. */
 export function abortReason(signal: { readonly reason: unknown }): Error {
   return signal.reason instanceof Error ? signal.reason : new DOMException('The operation was aborted.', 'AbortError');
