@@ -42,10 +42,11 @@ export abstract class UpstreamCall implements Dispatcher.DispatchHandler {
     if (signal.aborted) this.settle(abortReason(signal));
   }
 
-  /** A 2xx answer's head that the call refuses (its body is not read), or undefined. */
-  protected abstract refuse(headers: IncomingHttpHeaders): GatewayError | undefined;
-  /** A 2xx head was taken; its body follows. */
-  protected abstract begin(controller: Dispatcher.DispatchController, headers: IncomingHttpHeaders): void;
+  /**
+   * A 2xx answer's head (in identity coding): the error when the call refuses it (its body is then
+   * not read), else undefined, the call having taken the head; its body follows.
+   */
+  protected abstract begin(controller: Dispatcher.DispatchController, headers: IncomingHttpHeaders): GatewayError | undefined;
   protected abstract data(controller: Dispatcher.DispatchController, chunk: Buffer): void;
   protected abstract end(): void;
   /** The 2xx body failed (a lost connection, or the abort of the call). */
@@ -68,14 +69,13 @@ export abstract class UpstreamCall implements Dispatcher.DispatchHandler {
       this.errorBody = [];
       return;
     }
-    const bad = encodingError(this.o.backend, first(headers['content-encoding'])) ?? this.refuse(headers);
+    const bad = encodingError(this.o.backend, first(headers['content-encoding'])) ?? this.begin(controller, headers);
     if (bad) {
       this.settle(bad);
       controller.abort(bad);
       return;
     }
     this.taking = true;
-    this.begin(controller, headers);
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
@@ -147,18 +147,14 @@ export class JsonCall extends UpstreamCall {
     super(o, signal, reject);
   }
 
-  protected refuse(headers: IncomingHttpHeaders): GatewayError | undefined {
+  protected begin(_controller: Dispatcher.DispatchController, headers: IncomingHttpHeaders): GatewayError | undefined {
     const type = first(headers['content-type']);
     if (type !== undefined && !JSON_TYPE.test(type)) return upstreamMalformed(this.o.backend, `expected JSON, got content-type "${redact(type.slice(0, 100), this.o.secrets)}"`);
     const length = Number(first(headers['content-length']) ?? Number.NaN);
     if (length > this.o.maxResponseBytes) return responseTooLarge(this.o.backend, this.o.maxResponseBytes);
-    return undefined;
-  }
-
-  protected begin(_controller: Dispatcher.DispatchController, headers: IncomingHttpHeaders): void {
-    const length = Number(first(headers['content-length']) ?? Number.NaN);
     // (the HTTP framing keeps the body within its content-length)
     if (Number.isInteger(length) && length >= 0) this.out = Buffer.allocUnsafe(length);
+    return undefined;
   }
 
   protected data(controller: Dispatcher.DispatchController, chunk: Buffer): void {

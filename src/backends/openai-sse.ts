@@ -1,7 +1,7 @@
 /**
  * Reading an upstream's event stream: the parsed `data:` payloads one `next()` at a time, with the
  * size cap, `[DONE]`, mid-stream errors, aborts and dropped connections, and a body that is always
- * either read to its end or destroyed. Also the small body/error helpers the JSON path shares.
+ * either read to its end or aborted. Also the small error helpers the JSON path shares.
  */
 import { StringDecoder } from 'node:string_decoder';
 import { createParser, type EventSourceParser, type ParseError } from 'eventsource-parser';
@@ -313,7 +313,6 @@ export function connectionLost(backend: string, err: unknown, secrets: ReadonlyA
   });
 }
 
-/** Closes a body not read to its end (and its connection); the abort error it raises is expected. */
 /** The signal's reason when it is an Error, else a generic AbortError: always an Error. */
 export function abortReason(signal: { readonly reason: unknown }): Error {
   return signal.reason instanceof Error ? signal.reason : new DOMException('The operation was aborted.', 'AbortError');

@@ -4,7 +4,6 @@
  * the body to its SseIterator.
  */
 import type { Dispatcher } from 'undici';
-import type { GatewayError } from '../errors.ts';
 import { UpstreamCall } from './openai-call.ts';
 import type { CallSignal, OpenAIHttpOptions } from './openai-http.ts';
 import { SseIterator } from './openai-sse.ts';
@@ -20,15 +19,12 @@ export class StreamCall extends UpstreamCall {
     super(o, signal, reject);
   }
 
-  protected refuse(): GatewayError | undefined {
-    return undefined;
-  }
-
-  protected begin(controller: Dispatcher.DispatchController): void {
+  protected begin(controller: Dispatcher.DispatchController): undefined {
     this.stopListening();
     this.settled = true;
     this.iterator = new SseIterator(controller, this.signal, this.o);
     this.resolve(this.iterator);
+    return undefined;
   }
 
   protected data(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
