@@ -67,6 +67,11 @@ function find(rows: Row[], scenario: string, target: TargetName): Row | undefine
   return rows.find((r) => r.scenario.id === scenario && r.target === target);
 }
 
+/** The floor a row is compared with: its scenario's own, else (a cache row) that of `floorOf`. */
+function floorFor(rows: Row[], r: Row): Row | undefined {
+  return find(rows, r.scenario.id, 'floor') ?? find(rows, r.floorOf ?? '', 'floor');
+}
+
 function loadTable(rows: Row[]): string {
   const out = [
     '| scenario | target | RPS | × direct | × floor | p50 ms | p99 ms | added p50 ms | added × floor | CPU µs/req | CPU × floor | proxy core busy | errors | peak RSS MB | RSS × floor |',
@@ -75,7 +80,7 @@ function loadTable(rows: Row[]): string {
   for (const r of rows) {
     const base = r.floorOf ?? r.scenario.id;
     const direct = find(rows, base, 'direct');
-    const floor = find(rows, r.scenario.id, 'floor') ?? find(rows, base, 'floor');
+    const floor = floorFor(rows, r);
     const isDirect = r.target === 'direct';
     const added = direct && !isDirect ? r.load.p50 - direct.load.p50 : undefined;
     const floorAdded = direct && floor ? floor.load.p50 - direct.load.p50 : undefined;
@@ -133,7 +138,7 @@ function checks(r: Report): Check[] {
     out.push({ what: `throughput, ${s.scenario.label}`, measured: ratio(v), goal: '≥ 0.75× floor', ok: v >= 0.75, cpu: cap === undefined ? undefined : { text: ratio(cap), ok: cap >= 0.75 } });
   }
   for (const c of r.rows.filter((x) => x.target === 'switchyard+cache')) {
-    const f = find(r.rows, c.scenario.id, 'floor') ?? find(r.rows, c.floorOf ?? '', 'floor');
+    const f = floorFor(r.rows, c);
     if (!f) continue;
     const faster = c.scenario.connections === 1 ? c.load.p50 < f.load.p50 : c.load.rps > f.load.rps;
     const m = c.scenario.connections === 1 ? `p50 ${num(c.load.p50)} vs ${num(f.load.p50)} ms` : `${int(c.load.rps)} vs ${int(f.load.rps)} RPS`;

@@ -129,6 +129,17 @@ function toRow(sc: Scenario, target: TargetName, acc: Acc, proxied: boolean): Ro
 
 const newAcc = (): Acc => ({ peakKb: 0, series: [] });
 
+type Target = [TargetName, string, Proc | undefined];
+
+/** `rounds` rounds of `sc` on each of `targets`, interleaved; a row per target (its best round). */
+async function interleaved(sc: Scenario, targets: Target[]): Promise<Row[]> {
+  const accs = targets.map(newAcc);
+  for (let i = 0; i < rounds; i++) {
+    for (const [k, [t, base, p]] of targets.entries()) await round(t, base, p, sc, accs[k] as Acc, i === 0 ? warm : 0);
+  }
+  return targets.map(([t, , p], k) => toRow(sc, t, accs[k] as Acc, p !== undefined));
+}
+
 const median = (xs: number[]): number => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)] ?? 0;
 
 async function main(): Promise<void> {
@@ -176,7 +187,7 @@ async function main(): Promise<void> {
     for (const s of booted) if (s.status === 'fulfilled') procs.push(s.value);
     for (const s of booted) if (s.status === 'rejected') throw s.reason;
     const [floor, sw, swCache] = procs.slice(1) as [Proc, Proc, Proc];
-    const targets: Array<[TargetName, string, Proc | undefined]> = [
+    const targets: Target[] = [
       ['direct', mock.url, undefined],
       ['floor', floor.url, floor],
       ['switchyard', sw.url, sw],
@@ -204,24 +215,16 @@ async function main(): Promise<void> {
     const wall0 = performance.now();
 
     const rows: Row[] = [];
-    for (const sc of scenarios) {
-      const accs = targets.map(newAcc);
-      for (let i = 0; i < rounds; i++) {
-        for (const [k, [t, base, p]] of targets.entries()) await round(t, base, p, sc, accs[k] as Acc, i === 0 ? warm : 0);
-      }
-      for (const [k, [t, , p]] of targets.entries()) rows.push(toRow(sc, t, accs[k] as Acc, p !== undefined));
-    }
+    for (const sc of scenarios) rows.push(...(await interleaved(sc, targets)));
     let cacheNote: string | undefined = 'n/a (cache not implemented)';
     if (cacheOk) {
       cacheNote = undefined;
       // the floor passes the same body through in rounds interleaved with the hits: compared with
       // its rows of the chat scenario, measured a minute or two earlier, the check would compare two
       // moments of a machine whose one-connection round trips move by 2× within minutes
-      const pair: Array<[TargetName, string, Proc]> = [['floor', floor.url, floor], ['switchyard+cache', swCache.url, swCache]];
+      const pair: Target[] = [['floor', floor.url, floor], ['switchyard+cache', swCache.url, swCache]];
       for (const sc of CACHE_SCENARIOS.filter((s) => !only || only.includes(s.floorOf))) {
-        const accs = pair.map(newAcc);
-        for (let i = 0; i < rounds; i++) for (const [k, [t, base, p]] of pair.entries()) await round(t, base, p, sc, accs[k] as Acc, i === 0 ? warm : 0);
-        for (const [k, [t]] of pair.entries()) rows.push({ ...toRow(sc, t, accs[k] as Acc, true), floorOf: sc.floorOf });
+        for (const row of await interleaved(sc, pair)) rows.push({ ...row, floorOf: sc.floorOf });
       }
     }
 
