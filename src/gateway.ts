@@ -77,15 +77,18 @@ function route(op: Operation, model: string, info: RequestInfo, signal: AbortLik
   };
 }
 
+/** The members of a stream request that withUpstreamUsage sets. */
+type StreamFields = { model: string; stream?: boolean | null | undefined; stream_options?: { include_usage?: boolean | undefined } | null | undefined };
+
 /**
  * The upstream request of a stream: the client's, with the backend's model name, asking for usage.
  * Copied member by member: `{ ...req, model, stream: true, stream_options }` took V8's slow path for
  * members redefined after a spread (~1 µs a request measured alone, ~5 µs under load by `perf`).
  */
-function withUpstreamUsage<R extends { model: string; stream?: boolean | null | undefined; stream_options?: { include_usage?: boolean | undefined } | null | undefined }>(req: R, model: string): R {
+function withUpstreamUsage<R extends StreamFields>(req: R, model: string): R {
   const out = {} as R;
   for (const k in req) out[k] = req[k];
-  const o: { model: string; stream?: boolean | null | undefined; stream_options?: { include_usage?: boolean | undefined } | null | undefined } = out;
+  const o: StreamFields = out;
   o.model = model;
   o.stream = true;
   o.stream_options = req.stream_options ? { ...req.stream_options, include_usage: true } : { include_usage: true };
