@@ -30,7 +30,8 @@ export function compiledCommands(root: string): Commands {
     join(out, 'tsconfig.json'),
     JSON.stringify({
       extends: '../../tsconfig.json',
-      compilerOptions: { noEmit: false, rootDir: '../..', outDir: '.', sourceMap: false, declaration: false },
+      // noCheck: emit only (`npm run typecheck` checks); a third of the time of a checked build
+      compilerOptions: { noEmit: false, noCheck: true, rootDir: '../..', outDir: '.', sourceMap: false, declaration: false },
       include: ['../../src', '../../bench'],
       exclude: ['../../src/**/*.test.ts'],
     }),

@@ -46,6 +46,8 @@ export interface Report {
   pinning: string;
   seconds: number;
   rounds: number;
+  /** rounds of each proxy in the 64-connection scenarios */
+  rounds64: number;
   /** seconds of 64-conn chat and of 64-conn stream each proxy got before anything was measured */
   warmStart?: number | undefined;
   /** cores' worth of CPU used by processes outside the benchmark during the run */
@@ -203,7 +205,7 @@ export function render(r: Report): string {
     '',
     `Processes: ${r.pinning}.${r.backgroundCores !== undefined ? ` Other processes on the machine used ${r.backgroundCores.toFixed(2)} cores on average during the run${r.backgroundCores > 0.2 ? ' (a noisy run: absolute numbers are low and throughput ratios noisy; CPU µs/req is the steadier measure)' : ''}.` : ''}`,
     '',
-    `${r.warmStart ? `Every proxy first got ${r.warmStart} s of 64-conn chat and ${r.warmStart} s of 64-conn stream (JIT warm-up, nothing measured). ` : ''}Each (scenario, target): ${r.rounds} round${r.rounds > 1 ? 's' : ''} of ${r.seconds} s, interleaved with the other targets, after a short warm-up; the row shows the round with the most RPS. Latencies are autocannon's per-response times (sub-ms). "added" = p50 minus the direct (no proxy) p50 of the same scenario; "× floor" compares with the bare node:http + undici.request proxy measured in the same run. CPU µs/req = the proxy process's user + system time per response in its cheapest round (1,000,000 / that ≈ what one core could serve); "proxy core busy" = its share of its core in that round (below ~95%: the proxy was not the only limit — the load generator's core, the 1-connection round trip, or another process on its core). Peak RSS = largest VmRSS sampled every 100 ms. The cache-hit scenarios have their own floor rows: the floor passing the same body through, in rounds interleaved with the hits, which the hits are compared with.`,
+    `${r.warmStart ? `Every proxy first got ${r.warmStart} s of 64-conn chat and ${r.warmStart} s of 64-conn stream (JIT warm-up, nothing measured). ` : ''}Each (scenario, target): ${r.rounds} round${r.rounds > 1 ? 's' : ''} of ${r.seconds} s, interleaved with the other targets, after a short warm-up — except at 64 connections, where each proxy gets ${r.rounds64} and direct (no proxy: a reference no target judges there) 1; the cache-hit pairs get ${r.rounds}. The row shows the round with the most RPS. Latencies are autocannon's per-response times (sub-ms). "added" = p50 minus the direct (no proxy) p50 of the same scenario; "× floor" compares with the bare node:http + undici.request proxy measured in the same run. CPU µs/req = the proxy process's user + system time per response in its cheapest round (1,000,000 / that ≈ what one core could serve); "proxy core busy" = its share of its core in that round (below ~95%: the proxy was not the only limit — the load generator's core, the 1-connection round trip, or another process on its core). Peak RSS = largest VmRSS sampled every 100 ms. The cache-hit scenarios have their own floor rows: the floor passing the same body through, in rounds interleaved with the hits, which the hits are compared with.`,
     '',
     loadTable(r.rows),
     '',
