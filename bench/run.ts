@@ -135,15 +135,17 @@ type Target = [TargetName, string, Proc | undefined];
 
 /**
  * Rounds of `sc` on each of `targets`, interleaved; a row per target (its best round). The proxies
- * get `proxyRounds` each: `rounds`, or `rounds64` in the 64-connection scenarios, where the
+ * get `proxyRounds` each when given, else `rounds`, or `rounds64` in the 64-connection scenarios, where the
  * throughput targets judge the proxies' ratio and one machine hiccup in either proxy's rounds
  * moves it by ±10%. At 64 connections no proxy (direct) gets one round: its rate is a reference
  * no target judges (at one connection its p50 is what "added latency" subtracts, so it keeps
  * `rounds`).
  */
-async function interleaved(sc: Scenario, targets: Target[], proxyRounds = sc.connections > 1 ? rounds64 : rounds): Promise<Row[]> {
+async function interleaved(sc: Scenario, targets: Target[], proxyRounds?: number): Promise<Row[]> {
   const accs = targets.map(newAcc);
-  const count = ([t]: Target): number => (t !== 'direct' ? proxyRounds : sc.connections > 1 ? 1 : rounds);
+  const many = sc.connections > 1;
+  const perProxy = proxyRounds ?? (many ? rounds64 : rounds);
+  const count = ([t]: Target): number => (t !== 'direct' ? perProxy : many ? 1 : rounds);
   const most = Math.max(...targets.map(count));
   for (let i = 0; i < most; i++) {
     for (const [k, target] of targets.entries()) {
