@@ -12,7 +12,7 @@
  * late joiner gets the chunks so far, then the rest. The same log becomes the cache entry.
  */
 import type { AbortLike } from '../abort.ts';
-import { jsonText, keepText } from '../protocol/event-text.ts';
+import { detached, jsonText, keepText } from '../protocol/event-text.ts';
 
 export class Flight<R> {
   private readonly controller = new AbortController();
@@ -94,7 +94,8 @@ export class StreamTap {
   private waiters: Array<() => void> = [];
 
   push(chunk: unknown): void {
-    const s = jsonText(chunk);
+    // held for the flight's followers and then by the cache: a copy, not a view into the upstream's read
+    const s = detached(jsonText(chunk));
     this.chunks.push(s);
     this.bytes += s.length;
     this.wake();

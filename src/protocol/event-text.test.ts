@@ -4,8 +4,10 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import fc from 'fast-check';
-import { droppedUsageNull, jsonText, keepText, PLAIN_GRAMMAR, PlainChunk, PlainHead } from './event-text.ts';
+import { detached, droppedUsageNull, jsonText, keepText, PLAIN_GRAMMAR, PlainChunk, PlainHead } from './event-text.ts';
 
 function parsed(text: string): Record<string, unknown> {
   return keepText(JSON.parse(text) as Record<string, unknown>, text);
@@ -57,6 +59,39 @@ describe('event texts', () => {
     assert.equal(jsonText(kept), text);
     for (let i = 0; i < 2000; i++) keepText({ i }, `{"i": ${i}}`);
     assert.equal(jsonText(kept), '{"a":1}', 'pushed out of the ring: printed, still the same JSON');
+  });
+
+  test('a kept text does not keep the (large) read it was cut from alive', () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const MB = 1 << 20;
+    const text = '{"id":"chatcmpl-abcdefghijklmnop","choices":[]}';
+    /** MB of heap still held after `hold` kept a text cut from each of 40 fresh 1 MB reads */
+    const heldMb = (hold: (t: string) => unknown): number => {
+      const held: unknown[] = [];
+      gc();
+      const before = process.memoryUsage().heapUsed;
+      for (let i = 0; i < 40; i++) {
+        const read = `data: ${text}\n\n`.padEnd(MB, `${i}`); // one upstream read: a text, then more events
+        held.push(hold(read.slice(6, 6 + text.length)));
+      }
+      gc();
+      const mb = (process.memoryUsage().heapUsed - before) / MB;
+      assert.equal(held.length, 40);
+      return mb;
+    };
+    // the measurement works: plain slices keep their reads
+    assert.ok(heldMb((t) => t) > 30, 'slices held their reads');
+    const copy = heldMb((t) => detached(t));
+    assert.ok(copy < 8, `detached copies held ${copy.toFixed(1)} MB`);
+    const ring = heldMb((t) => {
+      const value = JSON.parse(t) as object;
+      keepText(value, t);
+      return value;
+    });
+    assert.ok(ring < 8, `the ring held ${ring.toFixed(1)} MB`);
+    const value = JSON.parse(text) as object;
+    assert.equal(jsonText(keepText(value, `${text} `.slice(0, text.length))), text, 'and the text is still found');
   });
 });
 
