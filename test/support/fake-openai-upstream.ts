@@ -24,6 +24,8 @@ export interface RecordedRequest {
   path: string;
   headers: Record<string, string | string[] | undefined>;
   body: unknown /* parsed JSON or undefined */;
+  /** performance.now() when the request (its body read) was recorded */
+  at: number;
 }
 
 export interface FakeToolCall {
@@ -409,7 +411,7 @@ class FakeUpstreamImpl implements FakeUpstream {
         malformed = true;
       }
     }
-    this.requests.push({ method, path, headers: { ...req.headers }, body: parsed });
+    this.requests.push({ method, path, headers: { ...req.headers }, body: parsed, at: performance.now() });
     index = this.requests.length;
     const requestId = randomId('req_', 16);
 
