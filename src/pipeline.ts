@@ -17,6 +17,7 @@ import { cacheKey, decide, type CacheDecision, type KeyParts } from './cache/key
 import { Flight, Flights, StreamTap } from './cache/flights.ts';
 import type { Entry, ResponseCache } from './cache/response-cache.ts';
 import { countPrompt } from './limits/estimate.ts';
+import { RawEmbeddingResponse } from './protocol/embeddings.ts';
 import { Limiter, type Admission, type Principal } from './limits/limiter.ts';
 import { encodingFor, type TokenCounter } from './limits/tokens.ts';
 import type { Operation, ResolvedTarget, Routed, Router } from './router/router.ts';
@@ -219,6 +220,8 @@ export class Pipeline {
         const leave = joined.join(job.info.signal);
         try {
           const r = await joined.result;
+          // one more response sends the same upstream bytes: they are not recycled before it is done
+          if (r.result instanceof RawEmbeddingResponse) r.result.share();
           adm?.settle('refund', undefined);
           s.cache.stats.hits++;
           s.cache.stats.coalesced++;

@@ -20,6 +20,10 @@
  * sorts or reports the precise problem.
  */
 import { RawEmbeddingResponse } from '../protocol/embeddings.ts';
+import { bodyPool } from './body-pool.ts';
+
+/** Bytes sent: back to the pool that lent them (JsonCall takes large answers' buffers from it). */
+const recycle = (bytes: Buffer<ArrayBuffer>): void => bodyPool.give(bytes);
 
 const KEY = Buffer.from('"embedding"');
 const QUOTE = 0x22;
@@ -144,7 +148,7 @@ export function sniffEmbeddings(bytes: Buffer<ArrayBuffer>, format: 'float' | 'b
   }
   const u = sk.usage;
   if (typeof u !== 'object' || u === null || !isCount(u.prompt_tokens) || !isCount(u.total_tokens)) return undefined;
-  return new RawEmbeddingResponse(bytes, typeof sk.model === 'string' ? sk.model : '', { prompt_tokens: u.prompt_tokens, total_tokens: u.total_tokens });
+  return new RawEmbeddingResponse(bytes, typeof sk.model === 'string' ? sk.model : '', { prompt_tokens: u.prompt_tokens, total_tokens: u.total_tokens }, recycle);
 }
 
 function isCount(v: unknown): v is number {

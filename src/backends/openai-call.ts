@@ -9,6 +9,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { GatewayError } from '../errors.ts';
+import { bodyPool } from './body-pool.ts';
 import type { CallSignal, OpenAIHttpOptions } from './openai-http.ts';
 import { abortReason, errorCode, onAbort, responseTooLarge } from './openai-sse.ts';
 import { encodingError, MAX_ERROR_BYTES, statusErrorOf } from './openai-status.ts';
@@ -153,7 +154,7 @@ export class JsonCall extends UpstreamCall {
     const length = Number(first(headers['content-length']) ?? Number.NaN);
     if (length > this.o.maxResponseBytes) return responseTooLarge(this.o.backend, this.o.maxResponseBytes);
     // (the HTTP framing keeps the body within its content-length)
-    if (Number.isInteger(length) && length >= 0) this.out = Buffer.allocUnsafe(length);
+    if (Number.isInteger(length) && length >= 0) this.out = bodyPool.take(length);
     return undefined;
   }
 

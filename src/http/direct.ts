@@ -43,7 +43,15 @@ export function answerHeaders(c: Context<AppEnv>): Record<string, string> {
  * A complete answer: status, the collected headers plus `content-type`, and the body. A client that
  * has not taken all of it after `sendTimeoutMs` (plus a second per 64 KiB) is disconnected.
  */
-export function sendBody(c: Context<AppEnv>, status: number, contentType: string, body: string | Uint8Array<ArrayBuffer>, sendTimeoutMs: number): Response {
+export function sendBody(
+  c: Context<AppEnv>,
+  status: number,
+  contentType: string,
+  body: string | Uint8Array<ArrayBuffer>,
+  sendTimeoutMs: number,
+  /** called once all of `body` was handed to the OS (never, if the connection is lost first) */
+  onSent?: () => void,
+): Response {
   const headers = answerHeaders(c);
   headers['content-type'] = contentType;
   const res = nodeResponse(c);
@@ -51,6 +59,7 @@ export function sendBody(c: Context<AppEnv>, status: number, contentType: string
   const length = typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength;
   headers['content-length'] = String(length);
   res.writeHead(status, headers);
+  if (onSent) res.once('finish', onSent);
   res.end(body);
   // Node cannot tell how much of one large write the client took so far: allow the timeout plus a
   // second per 64 KiB (a client slower than that on a big answer is cut too). An answer the kernel

@@ -17,7 +17,9 @@ export function embeddingsHandler(deps: Deps) {
     markRouted(c, r);
     markUsage(c, r.result.usage);
     const timeout = deps.config.server.send_timeout_ms;
-    if (r.result instanceof RawEmbeddingResponse) return sendBody(c, 200, 'application/json', r.result.bytes, timeout);
+    const raw = r.result;
+    // the upstream's bytes as they came; once written, their buffer may serve the next answer
+    if (raw instanceof RawEmbeddingResponse) return sendBody(c, 200, 'application/json', raw.bytes, timeout, () => raw.sent());
     return sendJson(c, 200, r.result, timeout);
   };
 }

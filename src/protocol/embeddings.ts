@@ -44,11 +44,30 @@ export interface EmbeddingResponse {
  * (backends/embeddings-passthrough.ts); `usage` and `model` were read from it.
  */
 export class RawEmbeddingResponse {
+  /** responses that will send these bytes and have not yet finished (sent) */
+  private senders = 1;
+
   constructor(
     readonly bytes: Buffer<ArrayBuffer>,
     readonly model: string,
     readonly usage: { prompt_tokens: number; total_tokens: number },
+    /** where the bytes go once no response needs them any more (a pool lending buffers) */
+    private readonly recycle?: (bytes: Buffer<ArrayBuffer>) => void,
   ) {}
+
+  /** One more response will send these bytes (a coalesced request sharing the answer). */
+  share(): void {
+    this.senders++;
+  }
+
+  /**
+   * A response that sent these bytes handed them all to the OS: the last one recycles them. A
+   * response that never finishes (its client went away) never calls it, and the bytes are then
+   * left to the garbage collector.
+   */
+  sent(): void {
+    if (--this.senders === 0) this.recycle?.(this.bytes);
+  }
 }
 
 /** What a backend answers: parsed vectors, or checked upstream bytes to forward as they are. */
