@@ -142,7 +142,7 @@ export async function perfScenarios(ids: string[], opts: { results: string; mock
       const yaml = join(opts.results, 'switchyard-perf.yaml');
       writeFileSync(yaml, gatewayYaml({ port, mockPort: opts.mock.port, cache: false }));
       const args = target === 'floor' ? ['--perf-basic-prof', ...opts.commands.floor, opts.mock.url] : ['--perf-basic-prof', ...opts.commands.gateway, '--config', yaml];
-      const proc = await startProc({ name: `${target} (perf)`, args, core: opts.pin.enabled ? opts.pin.proxyCore : undefined, ...(target === 'floor' ? {} : { port, readyPath: '/ready', quiet: true }) });
+      const proc = await startProc({ name: `${target} (perf)`, args, core: opts.pin.enabled ? opts.pin.proxyCore : undefined, env: opts.commands.proxyEnv, ...(target === 'floor' ? {} : { port, readyPath: '/ready', quiet: true }) });
       process.stderr.write(`perf: ${target}, ${sc.label}, ${opts.seconds} s…\n`);
       try {
         const r = await record(proc, sc.path, sc.body, sc.connections, opts.seconds);

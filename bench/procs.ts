@@ -64,6 +64,16 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
+/**
+ * The glibc allocator settings (`MALLOC_*=value`) the Docker image's runtime stage sets for the
+ * gateway (Dockerfile, `text` its contents). The bench runs both proxies, the floor and
+ * Switchyard, with them: Switchyard as it is deployed, and the floor under the same allocator.
+ */
+export function imageAllocatorEnv(text: string): Record<string, string> {
+  const runtime = text.slice(text.lastIndexOf('\nFROM '));
+  return Object.fromEntries([...runtime.matchAll(/\b(MALLOC_[A-Z_]+)=(\S+)/g)].map((m) => [m[1] as string, m[2] as string]));
+}
+
 export async function startProc(o: SpawnOptions): Promise<Proc> {
   const cmd = o.core !== undefined ? 'taskset' : process.execPath;
   const args = o.core !== undefined ? ['-c', o.core, process.execPath, ...o.args] : o.args;

@@ -41,6 +41,7 @@ export async function profileScenarios(ids: string[], opts: { results: string; m
       port,
       readyPath: '/ready',
       quiet: true,
+      env: gw.proxyEnv,
     });
     process.stderr.write(`profiling ${sc.label} for ${opts.seconds} s (after a 2 s warm-up)…\n`);
     let fromUs = 0;

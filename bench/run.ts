@@ -196,10 +196,10 @@ async function main(): Promise<void> {
       const port = await freePort();
       const yaml = join(results, cache ? 'switchyard-cache.yaml' : 'switchyard.yaml');
       writeFileSync(yaml, gatewayYaml({ port, mockPort: mock.port, cache }));
-      return startProc({ name: cache ? 'switchyard+cache' : 'switchyard', args: [...cmd.gateway, '--config', yaml], core: core(pin.proxyCore), port, readyPath: '/ready', quiet: true });
+      return startProc({ name: cache ? 'switchyard+cache' : 'switchyard', args: [...cmd.gateway, '--config', yaml], core: core(pin.proxyCore), port, readyPath: '/ready', quiet: true, env: cmd.proxyEnv });
     };
     // started side by side: start-up is most of the fixed cost of a run
-    const booted = await Promise.allSettled([startProc({ name: 'floor proxy', args: [...cmd.floor, mock.url], core: core(pin.proxyCore) }), gatewayProc(false), gatewayProc(true)]);
+    const booted = await Promise.allSettled([startProc({ name: 'floor proxy', args: [...cmd.floor, mock.url], core: core(pin.proxyCore), env: cmd.proxyEnv }), gatewayProc(false), gatewayProc(true)]);
     for (const s of booted) if (s.status === 'fulfilled') procs.push(s.value);
     for (const s of booted) if (s.status === 'rejected') throw s.reason;
     const [floor, sw, swCache] = procs.slice(1) as [Proc, Proc, Proc];

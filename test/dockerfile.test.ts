@@ -10,6 +10,7 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { validate } from 'dockerfile-utils';
+import { imageAllocatorEnv } from '../bench/procs.ts';
 
 const root = join(import.meta.dirname, '..');
 const text = readFileSync(join(root, 'Dockerfile'), 'utf8');
@@ -42,6 +43,12 @@ describe('Dockerfile', () => {
     assert.doesNotMatch(runtime, /tsx/, 'the runtime does not need tsx');
   });
 
+  it('runs the gateway with a fixed glibc mmap threshold (what the bench measures: bench/procs.ts reads it from here)', () => {
+    const runtime = text.slice(text.lastIndexOf('\nFROM '));
+    assert.deepEqual(imageAllocatorEnv(text), { MALLOC_MMAP_THRESHOLD_: '131072' });
+    assert.match(runtime, /^\s+MALLOC_MMAP_THRESHOLD_=131072$/m, 'set in the runtime stage');
+  });
+
   describe('the build and CMD the image runs', () => {
     const out = join(root, '.cache', `dist-test-${process.pid}`);
     after(() => rmSync(out, { recursive: true, force: true }));
@@ -55,7 +62,7 @@ describe('Dockerfile', () => {
       const cfg = join(out, 'providers.yaml');
       writeFileSync(cfg, 'backends: { demo: { type: fake } }\nmodels: { m: { targets: [ { backend: demo, model: x } ] } }\n');
       const child = spawn(process.execPath, [join(out, 'main.js'), '--config', cfg], {
-        env: { ...process.env, PORT: '0', HOST: '127.0.0.1', NODE_ENV: 'production' },
+        env: { ...process.env, ...imageAllocatorEnv(text), PORT: '0', HOST: '127.0.0.1', NODE_ENV: 'production' },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       try {
