@@ -11,7 +11,7 @@
  *
  * Only buffers this pool lent can be given back, each once (a WeakSet of the lent ones): a buffer
  * given twice, or one it never lent, is ignored, so no two answers can ever share one. A buffer
- * nobody gives back is collected as any other. Idle buffers are bounded (MAX_IDLE_BYTES) and
+ * nobody gives back is left to the garbage collector. Idle buffers are bounded (MAX_IDLE_BYTES) and
  * dropped after IDLE_MS without use, so a burst does not leave memory held for good.
  */
 

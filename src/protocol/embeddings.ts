@@ -51,7 +51,7 @@ export class RawEmbeddingResponse {
     readonly bytes: Buffer<ArrayBuffer>,
     readonly model: string,
     readonly usage: { prompt_tokens: number; total_tokens: number },
-    /** where the bytes go once no response needs them any more (a pool lending buffers) */
+    /** where the bytes go once no response needs them (a pool lending buffers) */
     private readonly recycle?: (bytes: Buffer<ArrayBuffer>) => void,
   ) {}
 
