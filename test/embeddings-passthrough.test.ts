@@ -6,12 +6,11 @@
  * the full path: converted, sorted or rejected as 502 upstream_malformed_response.
  */
 import assert from 'node:assert/strict';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import OpenAI from 'openai';
 import { floatsToBase64 } from '../src/protocol/embeddings.ts';
 import { startGateway, type TestGateway } from './support/gateway.ts';
+import { startJsonUpstream, type JsonUpstream } from './support/json-upstream.ts';
 
 const VECTORS = [
   [0.5, -0.25, 1e-7, 3],
@@ -29,9 +28,8 @@ function base64Answer(vectors: number[][]): string {
   return JSON.stringify({ object: 'list', data, model: 'emb-v1', usage: { prompt_tokens: 6, total_tokens: 6 } }, null, 1);
 }
 
-let upstream: http.Server;
+let upstream: JsonUpstream;
 let gw: TestGateway;
-let calls = 0;
 
 /** What the upstream sends, by model name; `format` is the encoding_format it was asked for. */
 function answerFor(model: string, format: string): string {
@@ -50,18 +48,8 @@ function answerFor(model: string, format: string): string {
 }
 
 before(async () => {
-  upstream = http.createServer((req, res) => {
-    const parts: Buffer[] = [];
-    req.on('data', (d: Buffer) => parts.push(d));
-    req.on('end', () => {
-      calls++;
-      const body = JSON.parse(Buffer.concat(parts).toString('utf8')) as { model: string; encoding_format?: string };
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(answerFor(body.model, body.encoding_format ?? ''));
-    });
-  });
-  await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
-  const base = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}/v1`;
+  upstream = await startJsonUpstream((body) => ({ text: answerFor(body.model as string, (body.encoding_format as string | undefined) ?? '') }));
+  const base = upstream.baseURL;
   const models = ['exact', 'ignores-base64', 'unsorted', 'one-short', 'nan', 'cached'];
   gw = await startGateway(`
 backends:
@@ -79,7 +67,7 @@ cache:
 
 after(async () => {
   await gw.close();
-  await new Promise<void>((r) => upstream.close(() => r()));
+  await upstream.close();
 });
 
 async function post(model: string, extra: Record<string, unknown> = {}, headers: Record<string, string> = {}): Promise<{ status: number; text: string; headers: Headers }> {
@@ -143,12 +131,12 @@ describe('embeddings passthrough', () => {
   });
 
   it('caches a forwarded answer and serves the same vectors from the cache', async () => {
-    const before = calls;
+    const before = upstream.calls;
     const first = await post('cached', {}, { 'cache-control': '' });
     const second = await post('cached', {}, { 'cache-control': '' });
     assert.equal(first.headers.get('x-switchyard-cache'), 'miss');
     assert.equal(second.headers.get('x-switchyard-cache'), 'hit');
-    assert.equal(calls - before, 1);
+    assert.equal(upstream.calls - before, 1);
     assert.deepEqual(JSON.parse(second.text), JSON.parse(first.text));
   });
 

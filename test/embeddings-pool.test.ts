@@ -9,9 +9,9 @@
  */
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { startGateway, type TestGateway } from './support/gateway.ts';
+import { startJsonUpstream, type JsonUpstream } from './support/json-upstream.ts';
 
 /** The upstream's answer for `input` with `dims` numbers per vector: distinct per input. */
 function answer(input: string, dims: number): string {
@@ -28,31 +28,17 @@ function answer(input: string, dims: number): string {
 /** Numbers per vector by model name. */
 const DIMS: Record<string, number> = { small: 6_000, large: 9_000, huge: 400_000, shared: 400_000 };
 
-let upstream: http.Server;
+let upstream: JsonUpstream;
 let gw: TestGateway;
-let calls = 0;
 
 before(async () => {
-  upstream = http.createServer((req, res) => {
-    const parts: Buffer[] = [];
-    req.on('data', (d: Buffer) => parts.push(d));
-    req.on('end', () => {
-      calls++;
-      const body = JSON.parse(Buffer.concat(parts).toString('utf8')) as { model: string; input: string[] };
-      const text = answer(body.input.join('|'), DIMS[body.model] ?? 10);
-      const send = (): void => {
-        res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)) });
-        res.end(text);
-      };
-      if (body.model === 'shared') setTimeout(send, 150);
-      else send();
-    });
+  upstream = await startJsonUpstream((body) => {
+    const model = body.model as string;
+    return { text: answer((body.input as string[]).join('|'), DIMS[model] ?? 10), delayMs: model === 'shared' ? 150 : undefined };
   });
-  await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
-  const base = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}/v1`;
   gw = await startGateway(`
 backends:
-  up: { type: openai, base_url: "${base}", api_key: sk-pool-test }
+  up: { type: openai, base_url: "${upstream.baseURL}", api_key: sk-pool-test }
 models:
 ${Object.keys(DIMS)
   .map((m) => `  ${m}: { targets: [ { backend: up, model: ${m} } ] }`)
@@ -63,7 +49,7 @@ cache: { enabled: true, ttl_seconds: 60 }
 
 after(async () => {
   await gw.close();
-  await new Promise<void>((r) => upstream.close(() => r()));
+  await upstream.close();
 });
 
 let n = 0;
@@ -147,7 +133,7 @@ describe('large embeddings answers in reused buffers', () => {
 
   it('coalesced requests share one upstream answer, and each client gets it whole', async () => {
     const input = fresh();
-    const before = calls;
+    const before = upstream.calls;
     // one of the five reads nothing until the others are done and other answers have come and gone
     const slow = slowRead('shared', input, true);
     const fast = Promise.all(Array.from({ length: 4 }, () => post('shared', input, true)));
@@ -156,7 +142,7 @@ describe('large embeddings answers in reused buffers', () => {
     const others = Array.from({ length: 3 }, fresh);
     for (const o of others) assert.equal(await post('huge', o), answer(o.join('|'), DIMS.huge as number));
     assert.equal(await (await slow).rest(), expected);
-    assert.equal(calls - before, 1 + others.length, 'one upstream call for the five');
+    assert.equal(upstream.calls - before, 1 + others.length, 'one upstream call for the five');
     // and then from the cache (which prints the vectors again: the same numbers, spelled its way)
     assert.deepEqual(JSON.parse(await post('shared', input, true)), JSON.parse(expected));
   });
