@@ -19,22 +19,20 @@ export interface Commands {
   note: string;
 }
 
-const imageEnv = (root: string): Record<string, string> => imageAllocatorEnv(readFileSync(join(root, 'Dockerfile'), 'utf8'));
-
-/** The environment both proxies run with: this one plus the image's `MALLOC_*` settings. */
-function proxyEnv(root: string): NodeJS.ProcessEnv {
-  return { ...process.env, ...imageEnv(root) };
-}
-
-/** What the run's note says about that environment. */
-function envNote(root: string): string {
-  const set = Object.entries(imageEnv(root)).map(([k, v]) => `${k}=${v}`);
-  return set.length > 0 ? `; the floor and Switchyard with the Docker image's ${set.join(' ')}` : '';
+/**
+ * What both proxies run with: this environment plus the Docker image's `MALLOC_*` settings, and
+ * what the run's note says about them (the Dockerfile read once).
+ */
+function proxySetup(root: string): { proxyEnv: NodeJS.ProcessEnv; envNote: string } {
+  const image = imageAllocatorEnv(readFileSync(join(root, 'Dockerfile'), 'utf8'));
+  const set = Object.entries(image).map(([k, v]) => `${k}=${v}`);
+  return { proxyEnv: { ...process.env, ...image }, envNote: set.length > 0 ? `; the floor and Switchyard with the Docker image's ${set.join(' ')}` : '' };
 }
 
 export function tsxCommands(root: string): Commands {
   const tsx = (f: string): string[] => ['--import', 'tsx', join(root, f)];
-  return { mock: tsx('bench/mock-upstream.ts'), floor: tsx('bench/floor-proxy.ts'), gateway: tsx('src/main.ts'), proxyEnv: proxyEnv(root), note: `TypeScript run through tsx (\`node --import tsx\`)${envNote(root)}` };
+  const { proxyEnv, envNote } = proxySetup(root);
+  return { mock: tsx('bench/mock-upstream.ts'), floor: tsx('bench/floor-proxy.ts'), gateway: tsx('src/main.ts'), proxyEnv, note: `TypeScript run through tsx (\`node --import tsx\`)${envNote}` };
 }
 
 /** Compiles with tsc; falls back to tsx (and says so) when the build produced no entry points. */
@@ -55,8 +53,9 @@ export function compiledCommands(root: string): Commands {
   // type errors elsewhere do not stop the emit; only missing output counts as failure
   spawnSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(out, 'tsconfig.json')], { cwd: root, stdio: 'ignore' });
   const files = { mock: join(out, 'bench', 'mock-upstream.js'), floor: join(out, 'bench', 'floor-proxy.js'), gateway: join(out, 'src', 'main.js') };
-  if (!Object.values(files).every((f) => existsSync(f))) return { ...tsxCommands(root), note: `TypeScript run through tsx (the tsc build failed)${envNote(root)}` };
+  const { proxyEnv, envNote } = proxySetup(root);
+  if (!Object.values(files).every((f) => existsSync(f))) return { ...tsxCommands(root), note: `TypeScript run through tsx (the tsc build failed)${envNote}` };
   // src/main.js reads ../package.json; "type": "module" must also apply to the build
   copyFileSync(join(root, 'package.json'), join(out, 'package.json'));
-  return { mock: [files.mock], floor: [files.floor], gateway: [files.gateway], proxyEnv: proxyEnv(root), note: `a tsc build of src/ and bench/ (.cache/bench-build/), plain \`node\`${envNote(root)}` };
+  return { mock: [files.mock], floor: [files.floor], gateway: [files.gateway], proxyEnv, note: `a tsc build of src/ and bench/ (.cache/bench-build/), plain \`node\`${envNote}` };
 }

@@ -64,6 +64,9 @@ const num = (v: number | undefined, d = 2): string => (v === undefined || !Numbe
 const int = (v: number): string => Math.round(v).toLocaleString('en-US');
 /** An added latency: "+0.43", or "−0.53" where the proxy's p50 came out under direct's (a noisy single direct round); a ratio of such is not shown. */
 const signed = (v: number): string => (v < 0 ? `−${num(-v)}` : `+${num(v)}`);
+/** A proxy's added latency as a multiple of the floor's; shown only when both are positive. */
+const addedRatio = (added: number | undefined, floorAdded: number | undefined): string =>
+  added !== undefined && floorAdded !== undefined && added > 0 && floorAdded > 0 ? ratio(added / floorAdded) : '—';
 const ratio = (v: number | undefined): string => (v === undefined || !Number.isFinite(v) ? '—' : `${v.toFixed(2)}×`);
 const mb = (kb: number | undefined): string => (kb === undefined || kb === 0 ? '—' : (kb / 1024).toFixed(1));
 
@@ -89,7 +92,7 @@ function loadTable(rows: Row[]): string {
     const added = direct && !isDirect ? r.load.p50 - direct.load.p50 : undefined;
     const floorAdded = direct && floor ? floor.load.p50 - direct.load.p50 : undefined;
     out.push(
-      `| ${r.scenario.label} | ${r.target} | ${int(r.load.rps)} | ${ratio(direct ? r.load.rps / direct.load.rps : undefined)} | ${isDirect || !floor ? '—' : ratio(r.load.rps / floor.load.rps)} | ${num(r.load.p50)} | ${num(r.load.p99)} | ${added === undefined ? '—' : signed(added)} | ${added !== undefined && floorAdded !== undefined && added > 0 && floorAdded > 0 && r.target !== 'floor' ? ratio(added / floorAdded) : '—'} | ${num(r.cpuUsPerReq, 0)} | ${r.target !== 'floor' && r.cpuUsPerReq && floor?.cpuUsPerReq ? ratio(r.cpuUsPerReq / floor.cpuUsPerReq) : '—'} | ${r.busyPct === undefined ? '—' : `${r.busyPct.toFixed(0)}%`} | ${r.load.errors} | ${mb(r.peakRssKb)} | ${r.target !== 'floor' && r.peakRssKb && floor?.peakRssKb ? ratio(r.peakRssKb / floor.peakRssKb) : '—'} |`,
+      `| ${r.scenario.label} | ${r.target} | ${int(r.load.rps)} | ${ratio(direct ? r.load.rps / direct.load.rps : undefined)} | ${isDirect || !floor ? '—' : ratio(r.load.rps / floor.load.rps)} | ${num(r.load.p50)} | ${num(r.load.p99)} | ${added === undefined ? '—' : signed(added)} | ${r.target !== 'floor' ? addedRatio(added, floorAdded) : '—'} | ${num(r.cpuUsPerReq, 0)} | ${r.target !== 'floor' && r.cpuUsPerReq && floor?.cpuUsPerReq ? ratio(r.cpuUsPerReq / floor.cpuUsPerReq) : '—'} | ${r.busyPct === undefined ? '—' : `${r.busyPct.toFixed(0)}%`} | ${r.load.errors} | ${mb(r.peakRssKb)} | ${r.target !== 'floor' && r.peakRssKb && floor?.peakRssKb ? ratio(r.peakRssKb / floor.peakRssKb) : '—'} |`,
     );
   }
   return out.join('\n');
@@ -106,7 +109,7 @@ function probeTable(probes: ProbeRow[]): string {
     const added = direct && p.target !== 'direct' ? p.result.ttft50 - direct.result.ttft50 : undefined;
     const floorAdded = direct && floor ? floor.result.ttft50 - direct.result.ttft50 : undefined;
     out.push(
-      `| ${p.label} | ${p.target} | ${num(p.result.ttfb50)} | ${num(p.result.ttft50)} | ${num(p.result.ttft99)} | ${added === undefined ? '—' : signed(added)} | ${added !== undefined && floorAdded !== undefined && added > 0 && floorAdded > 0 && p.target === 'switchyard' ? ratio(added / floorAdded) : '—'} | ${num(p.result.total50)} | ${p.result.reads50} | ${p.result.count} | ${p.result.errors} |`,
+      `| ${p.label} | ${p.target} | ${num(p.result.ttfb50)} | ${num(p.result.ttft50)} | ${num(p.result.ttft99)} | ${added === undefined ? '—' : signed(added)} | ${p.target === 'switchyard' ? addedRatio(added, floorAdded) : '—'} | ${num(p.result.total50)} | ${p.result.reads50} | ${p.result.count} | ${p.result.errors} |`,
     );
   }
   return out.join('\n');

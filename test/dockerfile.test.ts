@@ -15,6 +15,8 @@ import { imageAllocatorEnv } from '../bench/procs.ts';
 const root = join(import.meta.dirname, '..');
 const text = readFileSync(join(root, 'Dockerfile'), 'utf8');
 const lines = text.split('\n').map((l) => l.trim());
+/** the last stage: what the image runs */
+const runtime = text.slice(text.lastIndexOf('\nFROM '));
 
 describe('Dockerfile', () => {
   it('passes dockerfile-utils validation with no errors or warnings', () => {
@@ -32,8 +34,6 @@ describe('Dockerfile', () => {
   it('is multi-stage, runs as a non-root user, and has a HEALTHCHECK on /health', () => {
     const froms = lines.filter((l) => /^FROM\s/i.test(l));
     assert.ok(froms.length >= 2, 'at least two stages');
-    const lastFrom = text.lastIndexOf('\nFROM ');
-    const runtime = text.slice(lastFrom);
     const user = /^USER\s+(\S+)/m.exec(runtime);
     assert.ok(user, 'USER in the runtime stage');
     assert.notEqual(user[1], 'root');
@@ -44,7 +44,6 @@ describe('Dockerfile', () => {
   });
 
   it('runs the gateway with a fixed glibc mmap threshold (what the bench measures: bench/procs.ts reads it from here)', () => {
-    const runtime = text.slice(text.lastIndexOf('\nFROM '));
     assert.deepEqual(imageAllocatorEnv(text), { MALLOC_MMAP_THRESHOLD_: '131072' });
     assert.match(runtime, /^\s+MALLOC_MMAP_THRESHOLD_=131072$/m, 'set in the runtime stage');
   });
