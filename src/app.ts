@@ -1,7 +1,7 @@
 /**
  * createApp(deps): the Hono app — middleware order, routes, error envelope. No I/O of its own.
  *
- * Order: request id + access log → auth (on /v1/*) → route (body read with a size limit → zod
+ * Order: request id + access log → on /v1/*: route name, overload gate, auth (one middleware) → route (body read with a size limit → zod
  * validation → gateway → JSON or SSE). Every error of every route, including unknown routes and
  * wrong methods, goes through `onError` / `notFound` and leaves as the OpenAI error envelope.
  */
@@ -9,9 +9,9 @@ import { Hono, type Context } from 'hono';
 import type { Deps } from './deps.ts';
 import { asGatewayError, errorHeaders, methodNotAllowed, routeNotFound, toOpenAIError } from './errors.ts';
 import { accessLog } from './http/access-log.ts';
-import { adminMiddleware, authMiddleware } from './http/auth.ts';
+import { adminMiddleware, keyCheck } from './http/auth.ts';
 import { metricsHandler } from './http/metrics.ts';
-import { overloadGuard } from './http/overload.ts';
+import { overloadGate } from './http/overload.ts';
 import { statusHtmlHandler, statusJsonHandler } from './http/status.ts';
 import { chatHandler } from './http/chat.ts';
 import { completionsHandler } from './http/completions.ts';
@@ -86,13 +86,20 @@ export function createApp(deps: Deps): Hono<AppEnv> {
     const prefix = param < 0 ? path : path.slice(0, param);
     return { method, path, matches: (p: string): boolean => (param < 0 ? p === path : p.length > prefix.length && p.startsWith(prefix)) };
   });
+  // One middleware for the three: each layer of Hono's chain is an async call of its own.
+  const admit = overloadGate(deps.config.server.max_concurrent_requests);
+  const authenticate = keyCheck(deps.config.keys);
   app.use('/v1/*', async (c, next) => {
     const known = matchers.find((r) => r.method === c.req.method && r.matches(c.req.path));
     if (known) c.get('log').route = known.path;
-    await next();
+    const release = admit?.(c);
+    try {
+      authenticate?.(c);
+      await next();
+    } finally {
+      release?.();
+    }
   });
-  app.use('/v1/*', overloadGuard(deps.config.server.max_concurrent_requests));
-  app.use('/v1/*', authMiddleware(deps.config.keys));
 
   for (const [method, path, handler] of routes) {
     app.on(method, path, (c) => {

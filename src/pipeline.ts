@@ -279,10 +279,14 @@ export class Pipeline {
         const status = this.status(s, prep);
         const r = await open(signal);
         const price = r.target.target.price;
-        const result = ended(shapeUsage(r.result, wantsUsage, sink), signal, () => {
-          adm?.settle(sink.value, price);
-          adm?.release();
-        });
+        const shaped = shapeUsage(r.result, wantsUsage, sink);
+        // without an admission (no limits on this key) there is nothing to settle at the end
+        const result = adm
+          ? ended(shaped, signal, () => {
+              adm.settle(sink.value, price);
+              adm.release();
+            })
+          : shaped;
         return streamAnswer(r, result, sink, this.served(adm, status));
       }
       const joined = s.flights.find<Routed<AsyncIterable<C>>>(key);

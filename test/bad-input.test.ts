@@ -218,6 +218,12 @@ describe('bad input: malformed bodies', () => {
     await expectError(await post('/v1/chat/completions', nested(257)), { status: 400, param: null, message: /256/ });
   });
 
+  it('the shortest body nested one level too deep (514 bytes) is refused: short bodies skip the walk only when they cannot be that deep', async () => {
+    const shortest = `${'['.repeat(257)}${']'.repeat(257)}`;
+    assert.equal(shortest.length, 514);
+    await expectError(await post('/v1/chat/completions', shortest), { status: 400, param: null, message: /nested deeper than 256 levels/ });
+  });
+
   it('through an openai backend: deep nesting is a 400 at the edge, not an upstream failure', async () => {
     const up = await startFakeOpenAI();
     const gw2 = await startGateway(`

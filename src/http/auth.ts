@@ -3,7 +3,7 @@
  * with `timingSafeEqual`, so neither the key nor its prefix can be learned from timing.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { MiddlewareHandler } from 'hono';
+import type { Context, MiddlewareHandler } from 'hono';
 import type { KeyConfig } from '../config/schema.ts';
 import { GatewayError, unauthorized } from '../errors.ts';
 import type { AppEnv } from './types.ts';
@@ -57,15 +57,19 @@ function adminCredential(header: string | undefined): string | undefined {
   return colon >= 0 && colon < decoded.length - 1 ? decoded.slice(colon + 1) : undefined;
 }
 
-export function authMiddleware(keys: readonly KeyConfig[] | undefined): MiddlewareHandler<AppEnv> {
-  if (!keys) return async (_c, next) => next();
+/**
+ * Checks the client's bearer key (throws 401) and records its name; undefined when the gateway has
+ * no client keys. Synchronous: app.ts runs it inside the `/v1/*` middleware.
+ */
+export function keyCheck(keys: readonly KeyConfig[] | undefined): ((c: Context<AppEnv>) => void) | undefined {
+  if (!keys) return undefined;
   const byDigest = new Map<string, { name: string; digest: Buffer }>();
   for (const k of keys) {
     // `key_sha256` configs hold only the digest; load.ts guarantees exactly one of the two
     const d = k.key !== undefined ? digest(k.key) : Buffer.from(k.key_sha256 ?? '', 'hex');
     byDigest.set(d.toString('hex'), { name: k.name, digest: d });
   }
-  return async (c, next) => {
+  return (c) => {
     const h = c.req.header('authorization');
     if (!h) {
       throw unauthorized("You didn't provide an API key. Send it in the Authorization header as 'Bearer <key>'.");
@@ -77,6 +81,5 @@ export function authMiddleware(keys: readonly KeyConfig[] | undefined): Middlewa
     if (!found || !timingSafeEqual(found.digest, d)) throw unauthorized('Incorrect API key provided.');
     c.set('keyName', found.name);
     c.get('log').key = found.name;
-    await next();
   };
 }

@@ -115,7 +115,8 @@ export async function readJsonBody(c: Context<AppEnv>, limit: number): Promise<u
     const detail = err instanceof SyntaxError ? err.message.slice(0, 200) : 'invalid JSON';
     throw invalidRequest(`We could not parse the JSON body of your request (${detail}). Send a valid JSON object with 'Content-Type: application/json'.`);
   }
-  if (deeperThan(value, MAX_JSON_DEPTH)) {
+  // each level takes two bytes at least (`[` and `]`): a shorter body cannot be too deep
+  if (buf.length > 2 * MAX_JSON_DEPTH && deeperThan(value, MAX_JSON_DEPTH)) {
     throw invalidRequest(`The JSON body of your request is nested deeper than ${MAX_JSON_DEPTH} levels.`);
   }
   return value;

@@ -3,15 +3,23 @@
  * one gets 503 + retry-after immediately rather than queueing without bound (memory stays bounded
  * and a load balancer can send it elsewhere). Streams count until their last byte.
  */
-import type { MiddlewareHandler } from 'hono';
+import type { Context } from 'hono';
 import { GatewayError } from '../errors.ts';
 import { nodeResponse } from './direct.ts';
 import type { AppEnv } from './types.ts';
 
-export function overloadGuard(max: number): MiddlewareHandler<AppEnv> {
-  if (max <= 0) return async (_c, next) => next();
+/**
+ * Admits a request or throws 503 `server_overloaded`. A request admitted on a Node server is
+ * released when its response closes (streams count until their last byte); otherwise (tests that
+ * call `app.request`) the returned function releases it once the handler is done. Synchronous, so
+ * the gate costs no middleware layer of its own (app.ts runs it inside the `/v1/*` middleware).
+ */
+export type Admit = (c: Context<AppEnv>) => (() => void) | undefined;
+
+export function overloadGate(max: number): Admit | undefined {
+  if (max <= 0) return undefined;
   let active = 0;
-  return async (c, next) => {
+  return (c) => {
     if (active >= max) {
       throw new GatewayError(`The gateway is at its limit of ${max} concurrent requests; retry shortly.`, {
         status: 503,
@@ -28,11 +36,8 @@ export function overloadGuard(max: number): MiddlewareHandler<AppEnv> {
       active--;
     };
     const outgoing = nodeResponse(c);
-    if (outgoing) outgoing.once('close', release);
-    try {
-      await next();
-    } finally {
-      if (!outgoing) release();
-    }
+    if (!outgoing) return release;
+    outgoing.once('close', release);
+    return undefined;
   };
 }
