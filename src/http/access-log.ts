@@ -42,7 +42,7 @@ export function accessLog(deps: Deps): MiddlewareHandler<AppEnv> {
       if (counted) return;
       counted = true;
       traffic.inFlight++;
-      metrics.inFlight.inc({ route: log.route });
+      metrics.enter(log.route);
     };
     const finish = (): void => {
       // closed before the answer was complete (or the request body failed): the client is gone
@@ -73,7 +73,7 @@ export function accessLog(deps: Deps): MiddlewareHandler<AppEnv> {
       });
       if (counted) {
         traffic.inFlight--;
-        metrics.inFlight.dec({ route: log.route });
+        metrics.leave(log.route);
       }
       if (log.route === 'unmatched' || log.route === '/metrics') return;
       const model = labels.model(log.model);

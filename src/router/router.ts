@@ -43,9 +43,12 @@ export interface Routed<T> {
   upstreamMs: number;
 }
 
+/** How one attempt at a target ended. */
+export type AttemptOutcome = 'success' | 'retryable' | 'fatal' | 'timeout' | 'client_closed';
+
 /** What the router reports as it works (metrics hang off this). */
 export interface RouterObserver {
-  attempt(backend: string, outcome: 'success' | 'retryable' | 'fatal' | 'timeout' | 'client_closed', ms: number): void;
+  attempt(backend: string, outcome: AttemptOutcome, ms: number): void;
   retry(publicModel: string, backend: string): void;
   failover(publicModel: string, fromBackend: string): void;
 }

@@ -4,7 +4,7 @@
  * unknown model a client asked for, a route nobody configured) becomes "other".
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { RouterObserver } from '../router/router.ts';
+import type { AttemptOutcome, RouterObserver } from '../router/router.ts';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 const OVERHEAD_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25];
@@ -32,6 +32,12 @@ export class Metrics {
   readonly breakerState: Gauge<'backend' | 'model'>;
   readonly rateLimited: Counter<'key' | 'limit'>;
   readonly inFlight: Gauge<'route'>;
+  /**
+   * The gauge's figures: requests in flight by route, counted in a plain record and handed to the
+   * gauge when it is scraped (a labelled `inc`/`dec` per request hashed its labels twice on the way
+   * to the upstream call and back).
+   */
+  private readonly inFlightByRoute: Record<string, number> = Object.create(null) as Record<string, number>;
   readonly onnxBatchSize: Histogram<'backend'>;
   private breakerSource: () => BreakerReading[] = () => [];
 
@@ -125,11 +131,15 @@ export class Metrics {
       labelNames: ['key', 'limit'],
       registers,
     });
+    const inFlightByRoute = this.inFlightByRoute;
     this.inFlight = new Gauge({
       name: 'switchyard_in_flight_requests',
       help: 'Requests being served right now (streams until their last byte).',
       labelNames: ['route'],
       registers,
+      collect() {
+        for (const route in inFlightByRoute) this.set({ route }, inFlightByRoute[route] as number);
+      },
     });
     this.onnxBatchSize = new Histogram({
       name: 'switchyard_onnx_batch_size',
@@ -138,6 +148,16 @@ export class Metrics {
       buckets: [1, 2, 4, 8, 16, 32, 64, 128],
       registers,
     });
+  }
+
+  /** A request of `route` started being served (the in-flight gauge). */
+  enter(route: string): void {
+    this.inFlightByRoute[route] = (this.inFlightByRoute[route] ?? 0) + 1;
+  }
+
+  /** A request of `route` has finished (its response closed). */
+  leave(route: string): void {
+    this.inFlightByRoute[route] = (this.inFlightByRoute[route] ?? 1) - 1;
   }
 
   /** Where the breaker gauge reads its values at scrape time. */
@@ -177,13 +197,32 @@ export class LabelBounds {
 
 export const statusClass = (status: number): string => `${Math.floor(status / 100)}xx`;
 
-/** The router's events as metrics. */
+/**
+ * The router's events as metrics. An attempt's figures are recorded at the end of the event-loop
+ * turn (one `setImmediate` for all of a turn's attempts): a stream's attempt ends at its commit
+ * point, between the upstream's first token and the client's write of it, and prom-client's label
+ * hashing and bucket search would sit in that gap.
+ */
 export function routerMetrics(m: Metrics, labels: LabelBounds): RouterObserver {
+  const backends: string[] = [];
+  const outcomes: AttemptOutcome[] = [];
+  const seconds: number[] = [];
+  const flush = (): void => {
+    for (let i = 0; i < backends.length; i++) {
+      const b = labels.backend(backends[i]);
+      m.attempts.inc({ backend: b, outcome: outcomes[i] as AttemptOutcome });
+      m.upstreamDuration.observe({ backend: b }, seconds[i] as number);
+    }
+    backends.length = 0;
+    outcomes.length = 0;
+    seconds.length = 0;
+  };
   return {
     attempt(backend, outcome, ms) {
-      const b = labels.backend(backend);
-      m.attempts.inc({ backend: b, outcome });
-      m.upstreamDuration.observe({ backend: b }, ms / 1000);
+      if (backends.length === 0) setImmediate(flush);
+      backends.push(backend);
+      outcomes.push(outcome);
+      seconds.push(ms / 1000);
     },
     retry(model, backend) {
       m.retries.inc({ model: labels.model(model), backend: labels.backend(backend) });
