@@ -26,6 +26,7 @@ import type { EventSourceMessage } from 'eventsource-parser';
 import type { Dispatcher } from 'undici';
 import { GatewayError } from '../errors.ts';
 import type { UpstreamAbort } from './base-llm.ts';
+import { bodyPool } from './body-pool.ts';
 import { JsonCall, type UpstreamCall } from './openai-call.ts';
 import { StreamCall } from './openai-stream-call.ts';
 import { upstreamMalformed, type UpstreamErrorInfo } from './upstream-errors.ts';
@@ -90,7 +91,7 @@ export class OpenAIHttpClient {
 
   /** POST a JSON body, answer the parsed JSON of the 2xx response. */
   async postJson(path: string, body: unknown, opts: CallOptions): Promise<unknown> {
-    return parseJsonBytes(this.o.backend, await this.call('POST', path, JSON.stringify(body), opts));
+    return parseJsonOnce(this.o.backend, await this.call('POST', path, JSON.stringify(body), opts));
   }
 
   /**
@@ -103,7 +104,7 @@ export class OpenAIHttpClient {
 
   /** GET, answer the parsed JSON of the 2xx response. */
   async getJson(path: string, opts: CallOptions): Promise<unknown> {
-    return parseJsonBytes(this.o.backend, await this.call('GET', path, undefined, opts));
+    return parseJsonOnce(this.o.backend, await this.call('GET', path, undefined, opts));
   }
 
   /**
@@ -163,5 +164,17 @@ export function parseJsonBytes(backend: string, bytes: Buffer): unknown {
     return JSON.parse(bytes.toString('utf8')) as unknown;
   } catch {
     throw upstreamMalformed(backend, 'invalid JSON');
+  }
+}
+
+/**
+ * parseJsonBytes for bytes read only to be parsed: once parsed (the text is a copy), a buffer the
+ * body pool lent (answers ≥ 64 KiB of a known length) goes back to it; any other is left alone.
+ */
+export function parseJsonOnce(backend: string, bytes: Buffer<ArrayBuffer>): unknown {
+  try {
+    return parseJsonBytes(backend, bytes);
+  } finally {
+    bodyPool.give(bytes);
   }
 }

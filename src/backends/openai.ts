@@ -14,7 +14,7 @@ import type { Completion, CompletionRequest } from '../protocol/completions.ts';
 import { inputCount, type Embedding, type EmbeddingAnswer, type EmbeddingRequest, type EmbeddingResponse } from '../protocol/embeddings.ts';
 import type { BackendHealth, BaseLLM, CallContext, Capabilities } from './base-llm.ts';
 import { sniffEmbeddings } from './embeddings-passthrough.ts';
-import { OpenAIHttpClient, parseJsonBytes, type CallOptions, type SseFraming, type StatusErrorInfo } from './openai-http.ts';
+import { OpenAIHttpClient, parseJsonOnce, type CallOptions, type SseFraming, type StatusErrorInfo } from './openai-http.ts';
 import { streamErrorEvent } from './openai-sse.ts';
 import { fromUpstreamStatus, upstreamMalformed } from './upstream-errors.ts';
 
@@ -90,7 +90,8 @@ export class OpenAICompatibleBackend implements BaseLLM {
     const format = req.encoding_format ?? 'float';
     const inputs = inputCount(req.input);
     const bytes = await this.http.postForBytes('/embeddings', { ...req, encoding_format: format }, opts(ctx));
-    return sniffEmbeddings(bytes, format, inputs) ?? this.checkEmbeddings(parseJsonBytes(this.id, bytes), inputs);
+    // forwarded as its bytes, or parsed (after which its bytes are not read again)
+    return sniffEmbeddings(bytes, format, inputs) ?? this.checkEmbeddings(parseJsonOnce(this.id, bytes), inputs);
   }
 
   async health(ctx: CallContext): Promise<BackendHealth> {
