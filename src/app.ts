@@ -1,9 +1,10 @@
 /**
  * createApp(deps): the Hono app — middleware order, routes, error envelope. No I/O of its own.
  *
- * Order: request id + access log → on /v1/*: route name, overload gate, auth (one middleware) → route (body read with a size limit → zod
- * validation → gateway → JSON or SSE). Every error of every route, including unknown routes and
- * wrong methods, goes through `onError` / `notFound` and leaves as the OpenAI error envelope.
+ * Order: request id + access log → on /v1/*, one middleware: route name, overload gate, auth →
+ * route (body read with a size limit → zod validation → gateway → JSON or SSE). Every error of
+ * every route, including unknown routes and wrong methods, goes through `onError` / `notFound` and
+ * leaves as the OpenAI error envelope.
  */
 import { Hono, type Context } from 'hono';
 import type { Deps } from './deps.ts';
