@@ -169,7 +169,7 @@ export function parseJsonBytes(backend: string, bytes: Buffer): unknown {
 
 /**
  * parseJsonBytes for bytes read only to be parsed: once parsed (the text is a copy), a buffer the
- * body pool lent (answers ≥ 64 KiB of a known length) goes back to it; any other is left alone.
+ * body pool lent (answers ≥ 64 KiB of a known length) goes back to it; others are left alone.
  */
 export function parseJsonOnce(backend: string, bytes: Buffer<ArrayBuffer>): unknown {
   try {
