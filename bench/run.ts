@@ -6,6 +6,7 @@
  *                 [--wait-quiet 120] [--tsx] [--no-docs]
  *   npm run bench -- --profile [--only chat-c64,embed-float-c64]   CPU profile of Switchyard instead
  *   npm run bench -- --perf [--only stream-c64]   Switchyard and the floor under Linux perf instead (bench/perf.ts)
+ *   npm run bench -- --path [--path-rounds 10]   where a one-connection first token spends its time in each proxy (bench/path.ts)
  *
  * Processes: the mock upstream (bench/mock-upstream.ts), the floor (bench/floor-proxy.ts) and two
  * Switchyards (src/main.ts with a generated config: default features, and the same with the
@@ -25,6 +26,7 @@ import { compiledCommands, tsxCommands } from './build.ts';
 import { combineProbes, load, probeStream, type LoadResult, type ProbeResult } from './measure.ts';
 import { pacedBody, streamBody } from './payloads.ts';
 import { cpuMs, freePort, machineBusyMs, machineLoad, planPinning, pinSelf, sampleRss, startProc, stopProc, type Proc } from './procs.ts';
+import { pathScenario } from './path.ts';
 import { perfScenarios } from './perf.ts';
 import { profileScenarios } from './profile.ts';
 import { render, type LongRow, type ProbeRow, type Report, type Row, type TargetName } from './report.ts';
@@ -42,6 +44,8 @@ const { values: a } = parseArgs({
     long: { type: 'boolean', default: false },
     profile: { type: 'boolean', default: false },
     perf: { type: 'boolean', default: false },
+    path: { type: 'boolean', default: false },
+    'path-rounds': { type: 'string', default: '10' },
     'profile-interval': { type: 'string', default: '250' },
     'no-docs': { type: 'boolean', default: false },
     'wait-quiet': { type: 'string', default: '0' },
@@ -174,7 +178,7 @@ async function main(): Promise<void> {
   }
   const procs: Proc[] = [];
   const core = (c: string): string | undefined => (pin.enabled ? c : undefined);
-  const compiled = !a.tsx || a.profile || a.perf;
+  const compiled = !a.tsx || a.profile || a.perf || a.path;
   if (compiled) say('compiling src/ and bench/ with tsc…');
   const cmd = compiled ? compiledCommands(root) : tsxCommands(root);
   say(`processes run from ${cmd.note}`);
@@ -183,6 +187,11 @@ async function main(): Promise<void> {
     procs.push(mock);
     if (a.perf) {
       const md = await perfScenarios(a.only?.split(',') ?? ['stream-c64'], { results, mock, pin, seconds: Math.max(5, seconds), commands: cmd });
+      process.stdout.write(`${md}\n`);
+      return;
+    }
+    if (a.path) {
+      const md = await pathScenario({ root, results, mock, pin, commands: cmd, rounds: Math.max(1, Number(a['path-rounds'])), seconds: 1.5 });
       process.stdout.write(`${md}\n`);
       return;
     }
