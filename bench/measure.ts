@@ -103,6 +103,9 @@ export interface ProbeResult {
   errors: number;
 }
 
+/** The upper middle of `xs` (its median for an odd count); 0 when empty. */
+export const median = (xs: number[]): number => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)] ?? 0;
+
 /** Rounds of the same probe as one: the median of each per-round figure; counts and errors added up. */
 export function combineProbes(rounds: ProbeResult[]): ProbeResult {
   const med = (pick: (r: ProbeResult) => number): number => {

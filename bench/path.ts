@@ -14,7 +14,7 @@
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Commands } from './build.ts';
-import { load, probeStream } from './measure.ts';
+import { load, median, probeStream } from './measure.ts';
 import { chatBody, streamBody } from './payloads.ts';
 import { freePort, startProc, stopProc, type Pinning, type Proc } from './procs.ts';
 import { gatewayYaml } from './scenarios.ts';
@@ -44,7 +44,6 @@ function withPreload(args: string[], root: string): string[] {
   return [...args.slice(0, -1), '--import', preload, script];
 }
 
-const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[xs.length >> 1] ?? Number.NaN;
 const range = (xs: number[]): string => `${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)}`;
 
 export async function pathScenario(o: PathOptions): Promise<string> {

@@ -23,7 +23,7 @@ import { cpus, release, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { compiledCommands, tsxCommands } from './build.ts';
-import { combineProbes, load, probeStream, type LoadResult, type ProbeResult } from './measure.ts';
+import { combineProbes, load, median, probeStream, type LoadResult, type ProbeResult } from './measure.ts';
 import { pacedBody, streamBody } from './payloads.ts';
 import { cpuMs, freePort, machineBusyMs, machineLoad, planPinning, pinSelf, sampleRss, startProc, stopProc, type Proc } from './procs.ts';
 import { pathScenario } from './path.ts';
@@ -160,7 +160,6 @@ async function interleaved(sc: Scenario, targets: Target[], proxyRounds?: number
   return targets.map(([t, , p], k) => toRow(sc, t, accs[k] as Acc, p !== undefined));
 }
 
-const median = (xs: number[]): number => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)] ?? 0;
 
 async function main(): Promise<void> {
   const pin = planPinning();

@@ -1,7 +1,7 @@
 /**
  * bench/hop-times.ts, the preload of `npm run bench -- --path`: loaded into the floor proxy in
  * front of a small upstream, it reports one figure set per dump, counting only the requests since
- * the last reset, with both intervals measured (not NaN) and ordered as a request's life is.
+ * the last reset, with both intervals measured (finite and positive).
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';

@@ -158,22 +158,16 @@ export class OpenAIHttpClient {
   }
 }
 
-/** A JSON answer's bytes → its value, or the backend's `upstream_malformed` error. */
-export function parseJsonBytes(backend: string, bytes: Buffer): unknown {
+/**
+ * A JSON answer's bytes → its value, or the backend's `upstream_malformed` error. For bytes read
+ * only to be parsed: once parsed (the text is a copy), a buffer the body pool lent (answers ≥ 64 KiB
+ * of a known length) goes back to it; others are left alone.
+ */
+export function parseJsonOnce(backend: string, bytes: Buffer<ArrayBuffer>): unknown {
   try {
     return JSON.parse(bytes.toString('utf8')) as unknown;
   } catch {
     throw upstreamMalformed(backend, 'invalid JSON');
-  }
-}
-
-/**
- * parseJsonBytes for bytes read only to be parsed: once parsed (the text is a copy), a buffer the
- * body pool lent (answers ≥ 64 KiB of a known length) goes back to it; others are left alone.
- */
-export function parseJsonOnce(backend: string, bytes: Buffer<ArrayBuffer>): unknown {
-  try {
-    return parseJsonBytes(backend, bytes);
   } finally {
     bodyPool.give(bytes);
   }
