@@ -1,85 +1,67 @@
 /**
- * createApp(deps): the Hono app — middleware order, routes, error envelope. No I/O of its own.
+ * createApp(deps, api): the Hono app — middleware order, routes, error envelope. No I/O of its own.
+ * The generation routes normally come in through their own listener (http/listener.ts) and reach
+ * Hono only when their path is spelled unusually; they share the guard and the error answer
+ * (http/api.ts), so either way gives the same answer.
  *
- * Order: request id + access log → on /v1/*, one middleware: route name, overload gate, auth →
- * route (body read with a size limit → zod validation → gateway → JSON or SSE). Every error of
- * every route, including unknown routes and wrong methods, goes through `onError` / `notFound` and
- * leaves as the OpenAI error envelope.
+ * Order: access log (the request's exchange) → on /v1/*, one middleware: route name, overload
+ * gate, auth → route. Every error of every route, including unknown routes and wrong methods,
+ * goes through `onError` / `notFound` and leaves as the OpenAI error envelope.
  */
 import { Hono, type Context } from 'hono';
 import type { Deps } from './deps.ts';
-import { asGatewayError, errorHeaders, methodNotAllowed, routeNotFound, toOpenAIError } from './errors.ts';
-import { accessLog } from './http/access-log.ts';
-import { adminMiddleware, keyCheck } from './http/auth.ts';
+import { methodNotAllowed, routeNotFound } from './errors.ts';
+import { accessLog, trackInFlight } from './http/access-log.ts';
+import { errorAnswer, type Api } from './http/api.ts';
+import { adminMiddleware } from './http/auth.ts';
+import { alreadySent } from './http/direct.ts';
 import { metricsHandler } from './http/metrics.ts';
-import { overloadGate } from './http/overload.ts';
 import { statusHtmlHandler, statusJsonHandler } from './http/status.ts';
-import { chatHandler } from './http/chat.ts';
-import { completionsHandler } from './http/completions.ts';
-import { embeddingsHandler } from './http/embeddings.ts';
 import { healthHandler, readyHandler } from './http/health.ts';
 import { getModelHandler, listModelsHandler } from './http/models.ts';
-import type { AppEnv, RequestLog } from './http/types.ts';
+import type { AppEnv } from './http/types.ts';
 
 
 function errorResponse(c: Context<AppEnv>, err: unknown, deps: Deps): Response {
-  const e = asGatewayError(err);
-  if (e.status >= 500 && e.code === 'internal_error') {
-    const cause = e.cause instanceof Error ? e.cause : undefined;
-    deps.logger.error('internal error', {
-      request_id: c.get('requestId'),
-      error: cause?.name ?? 'unknown',
-      detail: cause?.message?.slice(0, 500),
-      stack: cause?.stack?.split('\n').slice(0, 6).join(' | '),
-    });
-  }
-  const log = c.get('log') as RequestLog | undefined;
-  if (log) {
-    log.errorCode = e.code ?? e.type;
-    if (e.attempts !== undefined) log.attempts = e.attempts;
-    if (e.backend !== undefined) log.backend ??= e.backend;
-  }
-  for (const [k, v] of Object.entries(errorHeaders(e))) c.header(k, v);
-  c.header('content-type', 'application/json');
-  // 499 is not a status a client ever sees; it only marks our own log line.
-  return c.body(JSON.stringify(toOpenAIError(e)), (e.status === 499 ? 400 : e.status) as 400);
+  const a = errorAnswer(deps, c.get('x'), err);
+  for (const k in a.headers) c.header(k, a.headers[k]);
+  return c.body(a.body, a.status as 400);
 }
 
-export function createApp(deps: Deps): Hono<AppEnv> {
+export function createApp(deps: Deps, api: Api): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
 
   app.use('*', accessLog(deps));
 
   const health = healthHandler();
   const ready = readyHandler(deps);
-  app.get('/health', (c) => ((c.get('log').route = '/health'), health(c)));
-  app.get('/ready', (c) => ((c.get('log').route = '/ready'), ready(c)));
+  app.get('/health', (c) => ((c.get('x').log.route = '/health'), health(c)));
+  app.get('/ready', (c) => ((c.get('x').log.route = '/ready'), ready(c)));
 
   const admin = deps.config.admin;
   app.get('/metrics', adminMiddleware(admin, deps.config.keys, { open: admin.public_metrics }), (c) => {
-    c.get('log').route = '/metrics';
+    c.get('x').log.route = '/metrics';
     return metricsHandler(deps)(c);
   });
 
   const guard = adminMiddleware(admin, deps.config.keys);
   app.get('/status', guard, (c) => {
-    c.get('log').route = '/status';
+    c.get('x').log.route = '/status';
     return statusJsonHandler(deps)(c);
   });
   app.get('/', adminMiddleware(admin, deps.config.keys, { browser: true }), (c) => {
-    c.get('log').route = '/';
+    c.get('x').log.route = '/';
     return statusHtmlHandler(deps)(c);
   });
 
   const routes: Array<[method: 'GET' | 'POST', path: string, handler: (c: Context<AppEnv>) => Response | Promise<Response>]> = [
-    ['POST', '/v1/chat/completions', chatHandler(deps)],
-    ['POST', '/v1/completions', completionsHandler(deps)],
-    ['POST', '/v1/embeddings', embeddingsHandler(deps)],
     ['GET', '/v1/models', listModelsHandler(deps)],
     ['GET', '/v1/models/:model{.+}', getModelHandler(deps)],
   ];
+  // the generation routes reach Hono only when their path is spelled unusually (listener.ts)
+  for (const [path, handler] of api.post) routes.push(['POST', path, (c) => handler(c.get('x')).then(alreadySent)]);
 
-  // The route is known before the guards run, so what they refuse (503 server_overloaded, 401) is
+  // The route is known before the guard runs, so what it refuses (503 server_overloaded, 401) is
   // counted in the request metrics under it.
   // (a `:param{.+}` route matches its prefix followed by anything non-empty)
   const matchers = routes.map(([method, path]) => {
@@ -87,25 +69,19 @@ export function createApp(deps: Deps): Hono<AppEnv> {
     const prefix = param < 0 ? path : path.slice(0, param);
     return { method, path, matches: (p: string): boolean => (param < 0 ? p === path : p.length > prefix.length && p.startsWith(prefix)) };
   });
-  // One middleware for the three: each layer of Hono's chain is an async call of its own.
-  const admit = overloadGate(deps.config.server.max_concurrent_requests);
-  const authenticate = keyCheck(deps.config.keys);
-  app.use('/v1/*', async (c, next) => {
+  app.use('/v1/*', (c, next) => {
+    const x = c.get('x');
     const known = matchers.find((r) => r.method === c.req.method && r.matches(c.req.path));
-    if (known) c.get('log').route = known.path;
-    const release = admit?.(c);
-    try {
-      authenticate?.(c);
-      await next();
-    } finally {
-      release?.();
-    }
+    if (known) x.log.route = known.path;
+    api.guard(x);
+    return next();
   });
 
   for (const [method, path, handler] of routes) {
     app.on(method, path, (c) => {
-      c.get('log').route = path;
-      c.get('trackInFlight')();
+      const x = c.get('x');
+      x.log.route = path;
+      trackInFlight(deps, x);
       return handler(c);
     });
     app.all(path, (c) => {

@@ -4,8 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
-import { serve } from '@hono/node-server';
-import type { Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import { pathToFileURL } from 'node:url';
 import { ConfigError, configPathFrom, isLoopback, loadConfigFile, type LoadedConfig } from './config/load.ts';
 import type { Deps } from './deps.ts';
@@ -46,8 +45,9 @@ export async function startServer(loaded: LoadedConfig, opts: { logger?: Logger;
     // Node enforces headersTimeout / requestTimeout from a timer that runs every
     // connectionsCheckingInterval (30 s by default): check often enough that the configured values hold.
     const serverOptions = { connectionsCheckingInterval: Math.max(100, Math.min(1000, deps.config.server.headers_timeout_ms)) };
-    const s = serve({ fetch: runtime.fetch, port, hostname: host, serverOptions }, () => resolve(s as Server)) as Server;
+    const s = createServer(serverOptions, runtime.listener);
     s.once('error', reject);
+    s.listen(port, host, () => resolve(s));
   });
   // Slow or stalled clients cannot hold a socket forever while sending headers or a body.
   server.headersTimeout = deps.config.server.headers_timeout_ms;

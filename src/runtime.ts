@@ -1,6 +1,6 @@
 /**
  * The running gateway as a sequence of configuration generations. Each generation is a complete
- * Deps + Hono app built from one validated config; the HTTP server hands every new request to the
+ * Deps + request listener (Hono app included) built from one validated config; the HTTP server hands every new request to the
  * current generation, and a request keeps the generation it started on to its last byte (its
  * handlers close over that generation's deps), so in-flight requests and streams finish on the
  * config they started with.
@@ -13,16 +13,14 @@
  * version is a config change, and so is rolling it back — and a reload whose new backends fail to
  * load is rejected, leaving the old generation serving.
  */
-import type { Http2Bindings, HttpBindings } from '@hono/node-server';
-import type { Hono } from 'hono';
-import { createApp } from './app.ts';
+import type { RequestListener } from 'node:http';
 import { OnnxBackend } from './backends/onnx.ts';
 import { BackendRegistry } from './backends/registry.ts';
 import type { LoadedConfig } from './config/load.ts';
 import type { Deps } from './deps.ts';
 import { Gateway } from './gateway.ts';
 import { cacheSection, keysSection } from './http/status-extras.ts';
-import type { AppEnv } from './http/types.ts';
+import { createListener } from './http/listener.ts';
 import { HealthState } from './router/health-state.ts';
 import { Router, systemClock } from './router/router.ts';
 import { createServices, storeIdentity, type BuiltServices } from './services.ts';
@@ -34,7 +32,7 @@ const LIMIT_LABEL: Record<LimitName, string> = { requests: 'rpm', tokens: 'tpm',
 
 interface Generation {
   deps: Deps;
-  app: Hono<AppEnv>;
+  listener: RequestListener;
   services: BuiltServices;
   loaded: LoadedConfig;
 }
@@ -68,10 +66,8 @@ export class Runtime {
     return this.gen.deps;
   }
 
-  /** The server's request handler: every request goes to the generation current when it arrives. */
-  readonly fetch = (req: Request, env: HttpBindings | Http2Bindings): Response | Promise<Response> =>
-    // The gateway serves HTTP/1.1 only, so the bindings are always node:http's.
-    this.gen.app.fetch(req, env as AppEnv['Bindings']);
+  /** The server's request listener: every request goes to the generation current when it arrives. */
+  readonly listener: RequestListener = (incoming, outgoing) => this.gen.listener(incoming, outgoing);
 
   /** Loads the first generation's local backends and warms its services; /ready turns 200 after. */
   async start(): Promise<void> {
@@ -114,7 +110,7 @@ export class Runtime {
         keys: () => keysSection(config, services.store),
       },
     };
-    return { deps, app: createApp(deps), services, loaded };
+    return { deps, listener: createListener(deps), services, loaded };
   }
 
   /**

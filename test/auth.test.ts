@@ -6,6 +6,15 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startGateway, type TestGateway } from './support/gateway.ts';
+import { postHead, rawSocket } from './support/hostile.ts';
+
+async function waitFor(ok: () => boolean, ms = 5000): Promise<void> {
+  const until = Date.now() + ms;
+  while (!ok()) {
+    if (Date.now() > until) throw new Error('timed out waiting');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
 
 const KEY = 'sk-gw-team-a-123';
 const BACKENDS = `
@@ -79,6 +88,23 @@ describe('auth with keys configured', () => {
 
   it('auth is checked before the body: a bad body without a key is a 401, not a 400', async () => {
     await expect401(await chat(gw, {}, '{not json'));
+  });
+
+  it('the body of a refused request: one that arrives whole is dropped and the connection carries the next request; one that keeps coming gets its connection closed', async () => {
+    const body = JSON.stringify({ model: 'chat', messages: [{ role: 'user', content: 'x'.repeat(20_000) }] });
+    const whole = rawSocket(gw.url, postHead('/v1/chat/completions', Buffer.byteLength(body)) + body);
+    await waitFor(() => whole.received().includes('}}'));
+    assert.match(whole.received(), /^HTTP\/1\.1 401 /);
+    whole.socket.write(postHead('/v1/chat/completions', Buffer.byteLength(CHAT), `authorization: Bearer ${KEY}\r\n`) + CHAT);
+    await waitFor(() => whole.received().includes('echo: hi'));
+    whole.socket.destroy();
+    // a 50 MB body trickling in: answered at once, then cut (after ~0.5 s) rather than read to its end
+    const endless = rawSocket(gw.url, postHead('/v1/chat/completions', 50_000_000) + '{"model":"chat",', 15_000);
+    const trickle = setInterval(() => endless.socket.write('"x":1,'), 20);
+    const r = await endless.done;
+    clearInterval(trickle);
+    assert.match(r.data, /^HTTP\/1\.1 401 /);
+    assert.ok(r.closedAfterMs < 10_000, `closed after ${r.closedAfterMs} ms`);
   });
 
   it('the right key → 200', async () => {

@@ -3,9 +3,10 @@
  * with `timingSafeEqual`, so neither the key nor its prefix can be learned from timing.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { Context, MiddlewareHandler } from 'hono';
+import type { MiddlewareHandler } from 'hono';
 import type { KeyConfig } from '../config/schema.ts';
 import { GatewayError, unauthorized } from '../errors.ts';
+import type { Exchange } from './exchange.ts';
 import type { AppEnv } from './types.ts';
 
 const digest = (s: string): Buffer => createHash('sha256').update(s, 'utf8').digest();
@@ -59,9 +60,9 @@ function adminCredential(header: string | undefined): string | undefined {
 
 /**
  * Checks the client's bearer key (throws 401) and records its name; undefined when the gateway has
- * no client keys. Synchronous: app.ts runs it inside the `/v1/*` middleware.
+ * no client keys. Synchronous: it runs in `guardApi` (listener.ts) on both ways in.
  */
-export function keyCheck(keys: readonly KeyConfig[] | undefined): ((c: Context<AppEnv>) => void) | undefined {
+export function keyCheck(keys: readonly KeyConfig[] | undefined): ((x: Exchange) => void) | undefined {
   if (!keys) return undefined;
   const byDigest = new Map<string, { name: string; digest: Buffer }>();
   for (const k of keys) {
@@ -69,8 +70,8 @@ export function keyCheck(keys: readonly KeyConfig[] | undefined): ((c: Context<A
     const d = k.key !== undefined ? digest(k.key) : Buffer.from(k.key_sha256 ?? '', 'hex');
     byDigest.set(d.toString('hex'), { name: k.name, digest: d });
   }
-  return (c) => {
-    const h = c.req.header('authorization');
+  return (x) => {
+    const h = x.header('authorization');
     if (!h) {
       throw unauthorized("You didn't provide an API key. Send it in the Authorization header as 'Bearer <key>'.");
     }
@@ -79,7 +80,7 @@ export function keyCheck(keys: readonly KeyConfig[] | undefined): ((c: Context<A
     const d = digest(m[1]);
     const found = byDigest.get(d.toString('hex'));
     if (!found || !timingSafeEqual(found.digest, d)) throw unauthorized('Incorrect API key provided.');
-    c.set('keyName', found.name);
-    c.get('log').key = found.name;
+    x.keyName = found.name;
+    x.log.key = found.name;
   };
 }

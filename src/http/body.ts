@@ -4,9 +4,8 @@
  * client that lies about the length or streams without one cannot make the gateway buffer more.
  */
 import type { IncomingMessage } from 'node:http';
-import type { Context } from 'hono';
 import { invalidRequest, payloadTooLarge } from '../errors.ts';
-import type { AppEnv } from './types.ts';
+import type { Exchange } from './exchange.ts';
 
 /**
  * The whole body, when it is already in the stream's buffer (the usual case for a small JSON body
@@ -72,35 +71,31 @@ function readIncoming(incoming: IncomingMessage, limit: number): Promise<Buffer>
 /** Fatal: invalid bytes are a 400, not silently replaced by U+FFFD in the prompt. */
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
 
-export async function readJsonBody(c: Context<AppEnv>, limit: number): Promise<unknown> {
-  const declared = c.req.header('content-length');
+export async function readJsonBody(x: Exchange, limit: number): Promise<unknown> {
+  const declared = x.header('content-length');
   const length = declared === undefined ? undefined : Number(declared);
   if (length !== undefined && length > limit) {
-    c.header('connection', 'close');
+    x.closeAfter = true;
     throw payloadTooLarge(limit);
   }
   let buf: Buffer;
-  const incoming = (c.env as AppEnv['Bindings'] | undefined)?.incoming;
+  const { incoming } = x;
+  // only this function reads a body; were it read already, waiting for its end would hang
+  if (incoming.readableEnded) throw new Error('the request body was read before readJsonBody');
   try {
-    if (incoming && !incoming.readableEnded) {
-      let here = bodyAlreadyHere(incoming, limit, length);
-      if (!here) {
-        // The handler runs inside the parser's callback for the head, before the parser has gone
-        // on to the body bytes of the same packet; a microtask later they are in the buffer.
-        await undefined;
-        here = bodyAlreadyHere(incoming, limit, length);
-      }
-      buf = here ?? (await readIncoming(incoming, limit));
-    } else {
-      const ab = await c.req.arrayBuffer();
-      if (ab.byteLength > limit) throw payloadTooLarge(limit);
-      buf = Buffer.from(ab);
+    let here = bodyAlreadyHere(incoming, limit, length);
+    if (!here) {
+      // The handler runs inside the parser's callback for the head, before the parser has gone
+      // on to the body bytes of the same packet; a microtask later they are in the buffer.
+      await undefined;
+      here = bodyAlreadyHere(incoming, limit, length);
     }
+    buf = here ?? (await readIncoming(incoming, limit));
   } catch (err) {
-    c.header('connection', 'close');
+    x.closeAfter = true;
     throw err;
   }
-  c.set('bodyBytes', buf.length);
+  x.bodyBytes = buf.length;
   if (buf.length === 0) throw invalidRequest('The request body is empty; expected a JSON object.');
   let text: string;
   try {
@@ -145,4 +140,38 @@ function deeperThan(root: unknown, max: number): boolean {
     }
   }
   return false;
+}
+
+/** How long, and how much of, a body nobody read is taken and dropped before its connection is closed. */
+const DISCARD_MS = 500;
+const DISCARD_BYTES = 64 * 1024 * 1024;
+
+/**
+ * Reads and drops the rest of a request body nobody read (its answer came first, a 401 say), so
+ * the connection can carry the client's next request; a body still coming after DISCARD_MS, or
+ * larger than DISCARD_BYTES, closes the connection instead (left to Node, it would be read to its
+ * end however large). Call it before the answer ends.
+ */
+export function discardBody(incoming: IncomingMessage): void {
+  if (incoming.readableEnded || incoming.destroyed || incoming.readableFlowing === true) return;
+  let bytes = 0;
+  const stop = (): void => {
+    clearTimeout(timer);
+    incoming.off('data', onData);
+    incoming.off('end', stop);
+    incoming.off('error', stop);
+  };
+  const close = (): void => {
+    stop();
+    incoming.socket?.destroySoon();
+  };
+  const onData = (chunk: Buffer): void => {
+    bytes += chunk.length;
+    if (bytes > DISCARD_BYTES) close();
+  };
+  const timer = setTimeout(close, DISCARD_MS);
+  timer.unref();
+  incoming.on('data', onData);
+  incoming.once('end', stop);
+  incoming.once('error', stop);
 }

@@ -3,17 +3,15 @@
  * ServerResponse with a plain header object, instead of a web Response that @hono/node-server
  * converts back (a Headers object per response, a ReadableStream read chunk by chunk for SSE):
  * that conversion was about a sixth of the gateway's CPU per request in the profiles
- * (docs/performance.md). Hono still routes, runs the middleware and writes every other answer,
- * errors included; a route that wrote its answer here hands Hono `alreadySent()` so that
- * @hono/node-server leaves the response alone.
+ * (docs/performance.md). These routes usually come through their own listener (listener.ts);
+ * when Hono routes one (an odd spelling of the path), the route hands Hono `alreadySent()` so
+ * that @hono/node-server leaves the response alone.
  *
- * Headers a route learns while it works (who served it, cost, limits) collect in
- * `c.get('out')`; the answer carries them with `x-request-id`.
- */
+ * Headers a route learns while it works (who served it, cost, limits) collect in the exchange's
+ * `out`; the answer carries them with `x-request-id`. */
 import type { ServerResponse } from 'node:http';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
-import type { Context } from 'hono';
-import type { AppEnv } from './types.ts';
+import type { Exchange } from './exchange.ts';
 
 /**
  * What a route that wrote its answer itself returns to Hono. @hono/node-server's own marker: a
@@ -27,15 +25,10 @@ export function alreadySent(): Response {
   return RESPONSE_ALREADY_SENT;
 }
 
-/** The Node response to write to, when running on @hono/node-server (tests may call app.request). */
-export function nodeResponse(c: Context<AppEnv>): ServerResponse | undefined {
-  return (c.env as AppEnv['Bindings'] | undefined)?.outgoing as ServerResponse | undefined;
-}
-
 /** The headers collected for this request's answer, with its request id. */
-export function answerHeaders(c: Context<AppEnv>): Record<string, string> {
-  const out = c.get('out');
-  out['x-request-id'] = c.get('requestId');
+export function answerHeaders(x: Exchange): Record<string, string> {
+  const out = x.out;
+  out['x-request-id'] = x.requestId;
   return out;
 }
 
@@ -44,18 +37,17 @@ export function answerHeaders(c: Context<AppEnv>): Record<string, string> {
  * has not taken all of it after `sendTimeoutMs` (plus a second per 64 KiB) is disconnected.
  */
 export function sendBody(
-  c: Context<AppEnv>,
+  x: Exchange,
   status: number,
   contentType: string,
   body: string | Uint8Array<ArrayBuffer>,
   sendTimeoutMs: number,
   /** called once all of `body` was handed to the OS (never, if the connection is lost first) */
   onSent?: () => void,
-): Response {
-  const headers = answerHeaders(c);
+): void {
+  const headers = answerHeaders(x);
   headers['content-type'] = contentType;
-  const res = nodeResponse(c);
-  if (!res) return c.body(body, status as 200, headers);
+  const res = x.outgoing;
   const length = typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength;
   headers['content-length'] = String(length);
   res.writeHead(status, headers);
@@ -65,11 +57,10 @@ export function sendBody(
   // second per 64 KiB (a client slower than that on a big answer is cut too). An answer the kernel
   // took whole already (writableLength 0: the usual case for a small one) needs no watch.
   if (!res.writableFinished && res.writableLength > 0) void abandonIfStuck(res, 'finish', sendTimeoutMs + Math.ceil(length / 65536) * 1000);
-  return alreadySent();
 }
 
-export function sendJson(c: Context<AppEnv>, status: number, body: unknown, sendTimeoutMs: number): Response {
-  return sendBody(c, status, 'application/json', JSON.stringify(body), sendTimeoutMs);
+export function sendJson(x: Exchange, status: number, body: unknown, sendTimeoutMs: number): void {
+  sendBody(x, status, 'application/json', JSON.stringify(body), sendTimeoutMs);
 }
 
 /**

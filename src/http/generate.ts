@@ -3,7 +3,6 @@
  * and validate the body, then answer as JSON or as an SSE stream, recording who served it, tokens,
  * cost and time to first chunk.
  */
-import type { Context } from 'hono';
 import type { z } from 'zod';
 import type { Deps } from '../deps.ts';
 import type { RequestInfo, StreamResult } from '../gateway.ts';
@@ -12,10 +11,10 @@ import type { Routed } from '../router/router.ts';
 import { costUsd } from '../telemetry/cost.ts';
 import type { TokenUsage } from '../telemetry/cost.ts';
 import { readJsonBody } from './body.ts';
-import { alreadySent, answerHeaders, nodeResponse, sendJson } from './direct.ts';
+import { answerHeaders, sendJson } from './direct.ts';
+import type { Exchange } from './exchange.ts';
 import { markRouted, markUsage, requestInfo } from './respond.ts';
 import { writeSse } from './sse.ts';
-import type { AppEnv } from './types.ts';
 
 export interface Generation<Req, Full, Chunk> {
   schema: z.ZodType<Req>;
@@ -27,20 +26,18 @@ export function generationHandler<Req extends { model: string; stream?: boolean 
   deps: Deps,
   g: Generation<Req, Full, Chunk>,
 ) {
-  return async (c: Context<AppEnv>): Promise<Response> => {
-    const body = await readJsonBody(c, deps.config.server.max_body_bytes);
+  return async (x: Exchange): Promise<void> => {
+    const body = await readJsonBody(x, deps.config.server.max_body_bytes);
     const req = parseRequest(g.schema, body);
-    const log = c.get('log');
+    const log = x.log;
     log.model = req.model;
     log.stream = req.stream === true;
     if (req.stream) {
-      const s = await g.stream(deps, req, requestInfo(c));
-      markRouted(c, s);
-      const res = nodeResponse(c);
-      if (!res) throw new Error('streaming answers need @hono/node-server');
+      const s = await g.stream(deps, req, requestInfo(x));
+      markRouted(x, s);
       writeSse(
-        res,
-        answerHeaders(c),
+        x.outgoing,
+        answerHeaders(x),
         s.result,
         deps.config.server.send_timeout_ms,
         (err) => {
@@ -55,11 +52,11 @@ export function generationHandler<Req extends { model: string; stream?: boolean 
         },
         () => deps.traffic.inFlight > 1,
       );
-      return alreadySent();
+      return;
     }
-    const r = await g.once(deps, req, requestInfo(c));
-    markRouted(c, r);
-    markUsage(c, r.result.usage);
-    return sendJson(c, 200, r.result, deps.config.server.send_timeout_ms);
+    const r = await g.once(deps, req, requestInfo(x));
+    markRouted(x, r);
+    markUsage(x, r.result.usage);
+    sendJson(x, 200, r.result, deps.config.server.send_timeout_ms);
   };
 }

@@ -4,6 +4,7 @@ import { costUsd, formatUsd, type TokenUsage } from '../telemetry/cost.ts';
 import { cacheDirectives } from '../cache/key.ts';
 import type { Answer, RequestInfo } from '../gateway.ts';
 import type { Routed } from '../router/router.ts';
+import type { Exchange } from './exchange.ts';
 import type { AppEnv } from './types.ts';
 
 /** JSON response with the headers already set on the context. */
@@ -13,17 +14,16 @@ export function json(c: Context<AppEnv>, status: number, body: unknown): Respons
 }
 
 /** Who served the request (and the key's limits, the cache outcome), for the answer's headers (direct.ts) and the request log. */
-export function markRouted<T>(c: Context<AppEnv>, r: Routed<T> | Answer<T>): void {
+export function markRouted<T>(x: Exchange, r: Routed<T> | Answer<T>): void {
   const served = 'served' in r ? r.served : undefined;
-  const out = c.get('out');
+  const { out, log } = x;
   if (served) {
     for (const k in served.headers) out[k] = served.headers[k] as string;
-    if (served.cache) c.get('log').cache = served.cache;
+    if (served.cache) log.cache = served.cache;
   }
   out['x-switchyard-backend'] = r.target.backend;
   out['x-switchyard-model'] = r.target.model;
   out['x-switchyard-attempts'] = String(r.attempts);
-  const log = c.get('log');
   log.backend = r.target.backend;
   log.upstreamModel = r.target.model;
   log.attempts = r.attempts;
@@ -33,9 +33,8 @@ export function markRouted<T>(c: Context<AppEnv>, r: Routed<T> | Answer<T>): voi
 }
 
 /** Tokens and cost of a finished (non-streaming) answer: into the log and `x-switchyard-cost-usd`. */
-export function markUsage(c: Context<AppEnv>, usage: TokenUsage | null | undefined): void {
-  const log = c.get('log');
-  const out = c.get('out');
+export function markUsage(x: Exchange, usage: TokenUsage | null | undefined): void {
+  const { log, out } = x;
   if (log.cache === 'hit') {
     // Served from the cache (or from another request's upstream call): nothing was spent.
     log.costUsd = 0;
@@ -61,22 +60,22 @@ function positiveMs(v: string | undefined, scale = 1): number | undefined {
   return Number.isFinite(n) && n > 0 ? n : undefined;
 }
 
-export function requestInfo(c: Context<AppEnv>): RequestInfo {
-  const own = c.req.header('x-switchyard-deadline-ms');
+export function requestInfo(x: Exchange): RequestInfo {
+  const own = x.header('x-switchyard-deadline-ms');
   const deadline = positiveMs(own);
   if (own !== undefined && deadline === undefined) {
     throw invalidRequest(`Header x-switchyard-deadline-ms must be a positive number of milliseconds.`, 'x-switchyard-deadline-ms');
   }
   // The OpenAI SDKs announce their own timeout (seconds): retrying past it helps nobody.
-  const sdk = positiveMs(c.req.header('x-stainless-timeout'), 1000);
-  const pin = c.req.header('x-switchyard-backend');
+  const sdk = positiveMs(x.header('x-stainless-timeout'), 1000);
+  const pin = x.header('x-switchyard-backend');
   return {
-    requestId: c.get('requestId'),
-    signal: c.get('clientAbort') ?? c.req.raw.signal,
+    requestId: x.requestId,
+    signal: x.abort,
     pinBackend: pin === undefined || pin === '' ? undefined : pin,
     deadlineMs: deadline !== undefined && sdk !== undefined ? Math.min(deadline, sdk) : (deadline ?? sdk),
-    keyName: c.get('keyName'),
-    bodyBytes: c.get('bodyBytes') ?? 0,
-    cacheControl: cacheDirectives(c.req.header('cache-control')),
+    keyName: x.keyName,
+    bodyBytes: x.bodyBytes,
+    cacheControl: cacheDirectives(x.header('cache-control')),
   };
 }

@@ -1,5 +1,5 @@
 import type { HttpBindings } from '@hono/node-server';
-import type { ClientAbort } from '../abort.ts';
+import type { Exchange } from './exchange.ts';
 
 export interface RequestLog {
   route: string;
@@ -29,16 +29,7 @@ export interface RequestLog {
 export interface AppEnv {
   Bindings: HttpBindings;
   Variables: {
-    requestId: string;
-    keyName: string | undefined;
-    log: RequestLog;
-    /** counts the request in the in-flight gauge (called once its route is known) */
-    trackInFlight: () => void;
-    /** headers for the answer, collected as the route learns them (written by direct.ts) */
-    out: Record<string, string>;
-    /** fired when the client goes away before its answer is complete (unset without a Node server) */
-    clientAbort: ClientAbort | undefined;
-    /** size of the request body as received */
-    bodyBytes: number | undefined;
+    /** the request's state, opened by the access log middleware */
+    x: Exchange;
   };
 }

@@ -1,0 +1,53 @@
+/**
+ * One request's state from its arrival to its last byte: the Node request and response, the id,
+ * the log record, the headers its answer collects, the client's abort. Both ways in share it: the
+ * generation routes' own listener (http/listener.ts) and Hono's (app.ts, where the access log
+ * middleware opens it and routes find it as `c.get('x')`); the routes' handlers see only this.
+ */
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { performance } from 'node:perf_hooks';
+import { ClientAbort } from '../abort.ts';
+import type { RequestLog } from './types.ts';
+
+const REQUEST_ID = /^[A-Za-z0-9._:@\-]{1,128}$/;
+
+/** `req_` and a random UUID's 32 hex digits (cut around its dashes: `replaceAll` took a runtime call). */
+function newRequestId(): string {
+  const u = randomUUID();
+  return `req_${u.slice(0, 8)}${u.slice(9, 13)}${u.slice(14, 18)}${u.slice(19, 23)}${u.slice(24)}`;
+}
+
+export class Exchange {
+  readonly startedAt = performance.now();
+  /** the client's `x-request-id` when it is a sane one, else a new id */
+  readonly requestId: string;
+  readonly log: RequestLog;
+  /** headers for the answer, collected as the route learns them (written by direct.ts and sse.ts) */
+  readonly out: Record<string, string> = {};
+  /** fired when the client goes away before its answer is complete */
+  readonly abort = new ClientAbort();
+  /** the client key's name, once auth.ts checked it */
+  keyName: string | undefined;
+  /** size of the request body as received */
+  bodyBytes = 0;
+  /** the connection must close after the answer: the body was refused part-way (body.ts) */
+  closeAfter = false;
+  /** counted in the in-flight gauge (access-log.ts) */
+  inFlight = false;
+
+  constructor(
+    readonly incoming: IncomingMessage,
+    readonly outgoing: ServerResponse,
+  ) {
+    const given = this.header('x-request-id');
+    this.requestId = given !== undefined && REQUEST_ID.test(given) ? given : newRequestId();
+    this.log = { route: 'unmatched', startedAt: this.startedAt };
+  }
+
+  /** A request header (lower-case name); repeated ones as Node joins them. */
+  header(name: string): string | undefined {
+    const v = this.incoming.headers[name];
+    return typeof v === 'string' ? v : v?.join(', ');
+  }
+}
