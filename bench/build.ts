@@ -5,7 +5,7 @@
  * production does not pay, and with real line numbers in CPU profiles.
  */
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { imageAllocatorEnv } from './procs.ts';
 
@@ -58,4 +58,33 @@ export function compiledCommands(root: string): Commands {
   // src/main.js reads ../package.json; "type": "module" must also apply to the build
   copyFileSync(join(root, 'package.json'), join(out, 'package.json'));
   return { mock: [files.mock], floor: [files.floor], gateway: [files.gateway], proxyEnv, note: `a tsc build of src/ and bench/ (.cache/bench-build/), plain \`node\`${envNote}` };
+}
+
+/**
+ * Another revision's gateway, for A/Bs (`--path-against <rev>`): its src/, package.json and
+ * tsconfig.json taken with `git archive` into .cache/rev-<rev>/ and compiled as above, against
+ * this checkout's node_modules. Returns the node arguments that start it.
+ */
+export function revisionGateway(root: string, rev: string): string[] {
+  const dir = join(root, '.cache', `rev-${rev.replace(/[^A-Za-z0-9._-]/g, '_')}`);
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  const tar = spawnSync('git', ['archive', rev, 'src', 'package.json', 'tsconfig.json'], { cwd: root, maxBuffer: 1 << 28 });
+  if (tar.status !== 0) throw new Error(`git archive ${rev}: ${tar.stderr.toString().trim()}`);
+  spawnSync('tar', ['-x', '-C', dir], { input: tar.stdout });
+  symlinkSync(join(root, 'node_modules'), join(dir, 'node_modules'));
+  writeFileSync(
+    join(dir, 'tsconfig.build.json'),
+    JSON.stringify({
+      extends: './tsconfig.json',
+      compilerOptions: { noEmit: false, noCheck: true, rootDir: '.', outDir: 'build', sourceMap: false, declaration: false },
+      include: ['src'],
+      exclude: ['src/**/*.test.ts'],
+    }),
+  );
+  spawnSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(dir, 'tsconfig.build.json')], { cwd: dir, stdio: 'ignore' });
+  const main = join(dir, 'build', 'src', 'main.js');
+  if (!existsSync(main)) throw new Error(`the build of ${rev} produced no src/main.js`);
+  copyFileSync(join(dir, 'package.json'), join(dir, 'build', 'package.json'));
+  return [main];
 }

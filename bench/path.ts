@@ -7,9 +7,9 @@
  * ("after"), and the client times the first token. Writes bench/results/path.md.
  *
  * The rest of a proxy's added latency is waiting: for the other vCPU to wake, for the mock, and for
- * the client's reads. Comparing builds: run it on each (the figures move with the machine's state
- * by tens of µs from one quarter hour to the next; alternate runs, or patch a build under
- * .cache/ and A/B it with the same preload).
+ * the client's reads. Comparing builds: `--path-against <git rev>` runs that revision's gateway as
+ * a third proxy in the same alternating rounds (the figures move with the machine's state by tens
+ * of µs from one quarter hour to the next, so separate runs compare badly).
  */
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -29,6 +29,8 @@ interface PathOptions {
   commands: Commands;
   rounds: number;
   seconds: number;
+  /** another revision's gateway run beside this one (`--path-against <rev>`): its name and node arguments */
+  against?: { name: string; gateway: string[] } | undefined;
 }
 
 interface Dump {
@@ -49,32 +51,36 @@ const range = (xs: number[]): string => `${Math.min(...xs).toFixed(0)}–${Math.
 export async function pathScenario(o: PathOptions): Promise<string> {
   const core = (c: string): string | undefined => (o.pin.enabled ? c : undefined);
   const out = (name: string): string => join(o.results, `path-${name}.jsonl`);
-  for (const name of ['floor', 'switchyard']) rmSync(out(name), { force: true });
-  const port = await freePort();
-  const yaml = join(o.results, 'switchyard-path.yaml');
-  writeFileSync(yaml, gatewayYaml({ port, mockPort: o.mock.port, cache: false }));
+  const gateways: Array<[string, string[]]> = [['switchyard', o.commands.gateway]];
+  if (o.against) gateways.push([o.against.name, o.against.gateway]);
+  for (const name of ['floor', ...gateways.map(([n]) => n)]) rmSync(out(name), { force: true });
   const procs: Array<[string, Proc]> = [];
   try {
     procs.push(['floor', await startProc({ name: 'floor proxy', args: [...withPreload(o.commands.floor, o.root), o.mock.url], core: core(o.pin.proxyCore), env: { ...o.commands.proxyEnv, HOP_TIMES_OUT: out('floor') } })]);
-    procs.push([
-      'switchyard',
-      await startProc({
-        name: 'switchyard',
-        args: [...withPreload(o.commands.gateway, o.root), '--config', yaml],
-        core: core(o.pin.proxyCore),
-        port,
-        readyPath: '/ready',
-        quiet: true,
-        env: { ...o.commands.proxyEnv, HOP_TIMES_OUT: out('switchyard') },
-      }),
-    ]);
+    for (const [name, gateway] of gateways) {
+      const port = await freePort();
+      const yaml = join(o.results, `${name.replace(/[^A-Za-z0-9._-]/g, '_')}-path.yaml`);
+      writeFileSync(yaml, gatewayYaml({ port, mockPort: o.mock.port, cache: false }));
+      procs.push([
+        name,
+        await startProc({
+          name,
+          args: [...withPreload(gateway, o.root), '--config', yaml],
+          core: core(o.pin.proxyCore),
+          port,
+          readyPath: '/ready',
+          quiet: true,
+          env: { ...o.commands.proxyEnv, HOP_TIMES_OUT: out(name) },
+        }),
+      ]);
+    }
     // JIT warm-up, as the bench's: nothing measured
     for (const [, p] of procs) {
       await load(p.url, { path: CHAT, body: streamBody, connections: 64, seconds: 5 }, 0);
       await load(p.url, { path: CHAT, body: chatBody, connections: 64, seconds: 3 }, 0);
     }
     const targets: Array<[string, string, Proc | undefined]> = [['direct', o.mock.url, undefined], ...procs.map(([n, p]): [string, string, Proc] => [n, p.url, p])];
-    const client: Record<string, number[]> = { direct: [], floor: [], switchyard: [] };
+    const client: Record<string, number[]> = Object.fromEntries(targets.map(([n]) => [n, []]));
     for (let r = 0; r < o.rounds; r++) {
       for (const [name, url, p] of r % 2 ? [...targets].reverse() : targets) {
         await probeStream(url, CHAT, streamBody, 0.2, 3);

@@ -6,7 +6,7 @@
  *                 [--wait-quiet 120] [--tsx] [--no-docs]
  *   npm run bench -- --profile [--only chat-c64,embed-float-c64]   CPU profile of Switchyard instead
  *   npm run bench -- --perf [--only stream-c64]   Switchyard and the floor under Linux perf instead (bench/perf.ts)
- *   npm run bench -- --path [--path-rounds 10]   where a one-connection first token spends its time in each proxy (bench/path.ts)
+ *   npm run bench -- --path [--path-rounds 10] [--path-against <git rev>]   where a one-connection first token spends its time in each proxy (bench/path.ts)
  *
  * Processes: the mock upstream (bench/mock-upstream.ts), the floor (bench/floor-proxy.ts) and two
  * Switchyards (src/main.ts with a generated config: default features, and the same with the
@@ -22,7 +22,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, release, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { compiledCommands, tsxCommands } from './build.ts';
+import { compiledCommands, revisionGateway, tsxCommands } from './build.ts';
 import { combineProbes, load, median, probeStream, type LoadResult, type ProbeResult } from './measure.ts';
 import { pacedBody, streamBody } from './payloads.ts';
 import { cpuMs, freePort, machineBusyMs, machineLoad, planPinning, pinSelf, sampleRss, startProc, stopProc, type Proc } from './procs.ts';
@@ -46,6 +46,7 @@ const { values: a } = parseArgs({
     perf: { type: 'boolean', default: false },
     path: { type: 'boolean', default: false },
     'path-rounds': { type: 'string', default: '10' },
+    'path-against': { type: 'string' },
     'profile-interval': { type: 'string', default: '250' },
     'no-docs': { type: 'boolean', default: false },
     'wait-quiet': { type: 'string', default: '0' },
@@ -190,7 +191,10 @@ async function main(): Promise<void> {
       return;
     }
     if (a.path) {
-      const md = await pathScenario({ root, results, mock, pin, commands: cmd, rounds: Math.max(1, Number(a['path-rounds'])), seconds: 1.5 });
+      const rev = a['path-against'];
+      if (rev !== undefined) say(`compiling ${rev}'s src/ with tsc…`);
+      const against = rev === undefined ? undefined : { name: `switchyard@${rev}`, gateway: revisionGateway(root, rev) };
+      const md = await pathScenario({ root, results, mock, pin, commands: cmd, rounds: Math.max(1, Number(a['path-rounds'])), seconds: 1.5, against });
       process.stdout.write(`${md}\n`);
       return;
     }
