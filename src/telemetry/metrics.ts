@@ -4,6 +4,7 @@
  * unknown model a client asked for, a route nobody configured) becomes "other".
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { CounterCells, HistogramCells } from './cells.ts';
 import type { AttemptOutcome, RouterObserver } from '../router/router.ts';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
@@ -18,17 +19,18 @@ export interface BreakerReading {
 
 export class Metrics {
   readonly registry = new Registry();
-  readonly requests: Counter<'route' | 'model' | 'backend' | 'status_class' | 'cache'>;
-  readonly requestDuration: Histogram<'route' | 'model'>;
-  readonly ttft: Histogram<'model' | 'backend'>;
-  readonly upstreamDuration: Histogram<'backend'>;
-  readonly overhead: Histogram<'route'>;
-  readonly tokens: Counter<'model' | 'backend' | 'direction'>;
-  readonly cost: Counter<'model' | 'backend' | 'key'>;
-  readonly unpricedRequests: Counter<'model' | 'backend'>;
-  readonly attempts: Counter<'backend' | 'outcome'>;
-  readonly retries: Counter<'model' | 'backend'>;
-  readonly failovers: Counter<'model' | 'from_backend'>;
+  // the metrics requests update: cells.ts
+  readonly requests: CounterCells<'route' | 'model' | 'backend' | 'status_class' | 'cache'>;
+  readonly requestDuration: HistogramCells<'route' | 'model'>;
+  readonly ttft: HistogramCells<'model' | 'backend'>;
+  readonly upstreamDuration: HistogramCells<'backend'>;
+  readonly overhead: HistogramCells<'route'>;
+  readonly tokens: CounterCells<'model' | 'backend' | 'direction'>;
+  readonly cost: CounterCells<'model' | 'backend' | 'key'>;
+  readonly unpricedRequests: CounterCells<'model' | 'backend'>;
+  readonly attempts: CounterCells<'backend' | 'outcome'>;
+  readonly retries: CounterCells<'model' | 'backend'>;
+  readonly failovers: CounterCells<'model' | 'from_backend'>;
   readonly breakerState: Gauge<'backend' | 'model'>;
   readonly rateLimited: Counter<'key' | 'limit'>;
   readonly inFlight: Gauge<'route'>;
@@ -44,71 +46,71 @@ export class Metrics {
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
     if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'switchyard_' });
-    this.requests = new Counter({
+    this.requests = new CounterCells({
       name: 'switchyard_requests_total',
       help: 'Requests answered, by route, public model, serving backend, status class and cache result.',
       labelNames: ['route', 'model', 'backend', 'status_class', 'cache'],
       registers,
     });
-    this.requestDuration = new Histogram({
+    this.requestDuration = new HistogramCells({
       name: 'switchyard_request_duration_seconds',
       help: 'Time from request received to response finished (streams: to the last byte).',
       labelNames: ['route', 'model'],
       buckets: LATENCY_BUCKETS,
       registers,
     });
-    this.ttft = new Histogram({
+    this.ttft = new HistogramCells({
       name: 'switchyard_time_to_first_token_seconds',
       help: 'Streams: time from request received to the first content chunk sent.',
       labelNames: ['model', 'backend'],
       buckets: LATENCY_BUCKETS,
       registers,
     });
-    this.upstreamDuration = new Histogram({
+    this.upstreamDuration = new HistogramCells({
       name: 'switchyard_upstream_duration_seconds',
       help: 'Duration of each upstream attempt (streams: to the commit point).',
       labelNames: ['backend'],
       buckets: LATENCY_BUCKETS,
       registers,
     });
-    this.overhead = new Histogram({
+    this.overhead = new HistogramCells({
       name: 'switchyard_gateway_overhead_seconds',
       help: 'Time spent in the gateway outside upstream calls (non-streaming requests).',
       labelNames: ['route'],
       buckets: OVERHEAD_BUCKETS,
       registers,
     });
-    this.tokens = new Counter({
+    this.tokens = new CounterCells({
       name: 'switchyard_tokens_total',
       help: 'Tokens reported by upstreams, by direction (in = prompt, out = completion).',
       labelNames: ['model', 'backend', 'direction'],
       registers,
     });
-    this.cost = new Counter({
+    this.cost = new CounterCells({
       name: 'switchyard_cost_usd_total',
       help: 'Spend in USD computed from configured prices and actual usage.',
       labelNames: ['model', 'backend', 'key'],
       registers,
     });
-    this.unpricedRequests = new Counter({
+    this.unpricedRequests = new CounterCells({
       name: 'switchyard_unpriced_requests_total',
       help: 'Requests served by a target without a price: their cost is unknown, not zero.',
       labelNames: ['model', 'backend'],
       registers,
     });
-    this.attempts = new Counter({
+    this.attempts = new CounterCells({
       name: 'switchyard_upstream_attempts_total',
       help: 'Upstream attempts by outcome (success, retryable, fatal, timeout, client_closed).',
       labelNames: ['backend', 'outcome'],
       registers,
     });
-    this.retries = new Counter({
+    this.retries = new CounterCells({
       name: 'switchyard_retries_total',
       help: 'Retries of the same target after a transient failure.',
       labelNames: ['model', 'backend'],
       registers,
     });
-    this.failovers = new Counter({
+    this.failovers = new CounterCells({
       name: 'switchyard_failovers_total',
       help: 'Moves from a failed (or skipped) target to the next one.',
       labelNames: ['model', 'from_backend'],
