@@ -35,23 +35,23 @@ export function tsxCommands(root: string): Commands {
   return { mock: tsx('bench/mock-upstream.ts'), floor: tsx('bench/floor-proxy.ts'), gateway: tsx('src/main.ts'), proxyEnv, note: `TypeScript run through tsx (\`node --import tsx\`)${envNote}` };
 }
 
+/**
+ * Writes a tsconfig at `path` (paths relative to it) and emits JavaScript with tsc. `noCheck`: emit
+ * only (`npm run typecheck` checks), a third of the time of a checked build; type errors do not
+ * stop the emit, so callers judge by the files produced.
+ */
+function emitWithTsc(root: string, path: string, o: { extends: string; rootDir: string; outDir: string; include: string[]; exclude: string[] }): void {
+  const compilerOptions = { noEmit: false, noCheck: true, rootDir: o.rootDir, outDir: o.outDir, sourceMap: false, declaration: false };
+  writeFileSync(path, JSON.stringify({ extends: o.extends, compilerOptions, include: o.include, exclude: o.exclude }));
+  spawnSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', path], { cwd: root, stdio: 'ignore' });
+}
+
 /** Compiles with tsc; falls back to tsx (and says so) when the build produced no entry points. */
 export function compiledCommands(root: string): Commands {
   const out = join(root, '.cache', 'bench-build');
   rmSync(out, { recursive: true, force: true });
   mkdirSync(out, { recursive: true });
-  writeFileSync(
-    join(out, 'tsconfig.json'),
-    JSON.stringify({
-      extends: '../../tsconfig.json',
-      // noCheck: emit only (`npm run typecheck` checks); a third of the time of a checked build
-      compilerOptions: { noEmit: false, noCheck: true, rootDir: '../..', outDir: '.', sourceMap: false, declaration: false },
-      include: ['../../src', '../../bench'],
-      exclude: ['../../src/**/*.test.ts'],
-    }),
-  );
-  // type errors elsewhere do not stop the emit; only missing output counts as failure
-  spawnSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(out, 'tsconfig.json')], { cwd: root, stdio: 'ignore' });
+  emitWithTsc(root, join(out, 'tsconfig.json'), { extends: '../../tsconfig.json', rootDir: '../..', outDir: '.', include: ['../../src', '../../bench'], exclude: ['../../src/**/*.test.ts'] });
   const files = { mock: join(out, 'bench', 'mock-upstream.js'), floor: join(out, 'bench', 'floor-proxy.js'), gateway: join(out, 'src', 'main.js') };
   const { proxyEnv, envNote } = proxySetup(root);
   if (!Object.values(files).every((f) => existsSync(f))) return { ...tsxCommands(root), note: `TypeScript run through tsx (the tsc build failed)${envNote}` };
@@ -61,7 +61,7 @@ export function compiledCommands(root: string): Commands {
 }
 
 /**
- * Another revision's gateway, for A/Bs (`--path-against <rev>`): its src/, package.json and
+ * Another revision's gateway, for A/Bs (`--path-against <rev>`, `--ab <rev>`): its src/, package.json and
  * tsconfig.json taken with `git archive` into .cache/rev-<rev>/ and compiled as above, against
  * this checkout's node_modules. Returns the node arguments that start it.
  */
@@ -73,16 +73,7 @@ export function revisionGateway(root: string, rev: string): string[] {
   if (tar.status !== 0) throw new Error(`git archive ${rev}: ${tar.stderr.toString().trim()}`);
   spawnSync('tar', ['-x', '-C', dir], { input: tar.stdout });
   symlinkSync(join(root, 'node_modules'), join(dir, 'node_modules'));
-  writeFileSync(
-    join(dir, 'tsconfig.build.json'),
-    JSON.stringify({
-      extends: './tsconfig.json',
-      compilerOptions: { noEmit: false, noCheck: true, rootDir: '.', outDir: 'build', sourceMap: false, declaration: false },
-      include: ['src'],
-      exclude: ['src/**/*.test.ts'],
-    }),
-  );
-  spawnSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(dir, 'tsconfig.build.json')], { cwd: dir, stdio: 'ignore' });
+  emitWithTsc(root, join(dir, 'tsconfig.build.json'), { extends: './tsconfig.json', rootDir: '.', outDir: 'build', include: ['src'], exclude: ['src/**/*.test.ts'] });
   const main = join(dir, 'build', 'src', 'main.js');
   if (!existsSync(main)) throw new Error(`the build of ${rev} produced no src/main.js`);
   copyFileSync(join(dir, 'package.json'), join(dir, 'build', 'package.json'));

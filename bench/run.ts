@@ -7,6 +7,7 @@
  *   npm run bench -- --profile [--only chat-c64,embed-float-c64]   CPU profile of Switchyard instead
  *   npm run bench -- --perf [--only stream-c64]   Switchyard and the floor under Linux perf instead (bench/perf.ts)
  *   npm run bench -- --path [--path-rounds 10] [--path-against <git rev>]   where a one-connection first token spends its time in each proxy (bench/path.ts)
+ *   npm run bench -- --ab <git rev> [--ab-starts 4] [--ab-rounds 4] [--only chat-c64,stream-c64]   CPU per response, this checkout vs that revision (bench/ab.ts)
  *
  * Processes: the mock upstream (bench/mock-upstream.ts), the floor (bench/floor-proxy.ts) and two
  * Switchyards (src/main.ts with a generated config: default features, and the same with the
@@ -26,6 +27,7 @@ import { compiledCommands, revisionGateway, tsxCommands } from './build.ts';
 import { combineProbes, load, median, probeStream, type LoadResult, type ProbeResult } from './measure.ts';
 import { pacedBody, streamBody } from './payloads.ts';
 import { cpuMs, freePort, machineBusyMs, machineLoad, planPinning, pinSelf, sampleRss, startProc, stopProc, type Proc } from './procs.ts';
+import { abScenario } from './ab.ts';
 import { pathScenario } from './path.ts';
 import { perfScenarios } from './perf.ts';
 import { profileScenarios } from './profile.ts';
@@ -47,6 +49,9 @@ const { values: a } = parseArgs({
     path: { type: 'boolean', default: false },
     'path-rounds': { type: 'string', default: '10' },
     'path-against': { type: 'string' },
+    ab: { type: 'string' },
+    'ab-starts': { type: 'string', default: '4' },
+    'ab-rounds': { type: 'string', default: '4' },
     'profile-interval': { type: 'string', default: '250' },
     'no-docs': { type: 'boolean', default: false },
     'wait-quiet': { type: 'string', default: '0' },
@@ -178,7 +183,7 @@ async function main(): Promise<void> {
   }
   const procs: Proc[] = [];
   const core = (c: string): string | undefined => (pin.enabled ? c : undefined);
-  const compiled = !a.tsx || a.profile || a.perf || a.path;
+  const compiled = !a.tsx || a.profile || a.perf || a.path || a.ab !== undefined;
   if (compiled) say('compiling src/ and bench/ with tsc…');
   const cmd = compiled ? compiledCommands(root) : tsxCommands(root);
   say(`processes run from ${cmd.note}`);
@@ -195,6 +200,14 @@ async function main(): Promise<void> {
       if (rev !== undefined) say(`compiling ${rev}'s src/ with tsc…`);
       const against = rev === undefined ? undefined : { name: `switchyard@${rev}`, gateway: revisionGateway(root, rev) };
       const md = await pathScenario({ root, results, mock, pin, commands: cmd, rounds: Math.max(1, Number(a['path-rounds'])), seconds: 1.5, against });
+      process.stdout.write(`${md}\n`);
+      return;
+    }
+    if (a.ab !== undefined) {
+      say(`compiling ${a.ab}'s src/ with tsc…`);
+      const other = { name: a.ab, gateway: revisionGateway(root, a.ab) };
+      const ids = a.only?.split(',') ?? ['chat-c64', 'stream-c64'];
+      const md = await abScenario({ results, mock, pin, commands: cmd, other, ids, starts: Math.max(1, Number(a['ab-starts'])), rounds: Math.max(1, Number(a['ab-rounds'])), say });
       process.stdout.write(`${md}\n`);
       return;
     }
