@@ -5,10 +5,10 @@
  * never cached, and N concurrent identical requests sharing one upstream call.
  */
 import assert from 'node:assert/strict';
-import { after, before, beforeEach, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import OpenAI from 'openai';
-import { startGateway, type TestGateway } from './support/gateway.ts';
-import { startFakeOpenAI, type FakeUpstream } from './support/fake-openai-upstream.ts';
+import type { TestGateway } from './support/gateway.ts';
+import { upstreamsWithGateway } from './support/suite.ts';
 
 const A = 'sk-gw-tenant-a-0001';
 const B = 'sk-gw-tenant-b-0002';
@@ -47,20 +47,10 @@ async function streamText(s: AsyncIterable<OpenAI.Chat.Completions.ChatCompletio
 }
 
 describe('response cache, end to end', () => {
-  let up: FakeUpstream;
-  let gw: TestGateway;
-  before(async () => {
-    up = await startFakeOpenAI();
-    gw = await startGateway(config(up.url));
-  });
-  after(async () => {
-    await gw.close();
-    await up.close();
-  });
-  beforeEach(() => up.reset());
+  const ctx = upstreamsWithGateway({ upstreams: { up: {} }, yaml: ({ up }) => config(up.url), reset: 'beforeEach' });
 
   it('miss, then hit: same answer (same id), one upstream call, x-switchyard-cache and age', async () => {
-    const c = client(gw, A);
+    const c = client(ctx.gw, A);
     const q = fresh();
     const first = await c.chat.completions.create(ask(q)).withResponse();
     assert.equal(first.response.headers.get('x-switchyard-cache'), 'miss');
@@ -71,66 +61,66 @@ describe('response cache, end to end', () => {
     assert.equal(second.response.headers.get('x-switchyard-backend'), 'up');
     assert.equal(Number(second.response.headers.get('x-switchyard-cost-usd') ?? '0'), 0, 'a hit costs nothing');
     assert.deepEqual(second.data, first.data);
-    assert.equal(up.requests.length, 1);
+    assert.equal(ctx.up.requests.length, 1);
     // a parameter that can change the answer is a different entry
     await c.chat.completions.create(ask(q, { max_tokens: 5 }));
     await c.chat.completions.create(ask(q, { seed: 1 }));
     await c.chat.completions.create(ask(q, { tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] }));
-    assert.equal(up.requests.length, 4);
+    assert.equal(ctx.up.requests.length, 4);
   });
 
   it('tenants never see each other\u2019s answers; keys sharing a cache_namespace do', async () => {
     const q = fresh();
-    up.onModel('gpt-4o-mini', { kind: 'reply', content: 'secret answer for A' });
-    await client(gw, A).chat.completions.create(ask(q));
-    up.onModel('gpt-4o-mini', { kind: 'reply', content: 'answer for B' });
-    const b = await client(gw, B).chat.completions.create(ask(q)).withResponse();
+    ctx.up.onModel('gpt-4o-mini', { kind: 'reply', content: 'secret answer for A' });
+    await client(ctx.gw, A).chat.completions.create(ask(q));
+    ctx.up.onModel('gpt-4o-mini', { kind: 'reply', content: 'answer for B' });
+    const b = await client(ctx.gw, B).chat.completions.create(ask(q)).withResponse();
     assert.equal(b.response.headers.get('x-switchyard-cache'), 'miss');
     assert.equal(b.data.choices[0]?.message.content, 'answer for B');
-    const a2 = await client(gw, A2).chat.completions.create(ask(q)).withResponse();
+    const a2 = await client(ctx.gw, A2).chat.completions.create(ask(q)).withResponse();
     assert.equal(a2.response.headers.get('x-switchyard-cache'), 'hit');
     assert.equal(a2.data.choices[0]?.message.content, 'secret answer for A');
-    assert.equal(up.requests.length, 2);
+    assert.equal(ctx.up.requests.length, 2);
   });
 
   it('temperature > 0 (or none) bypasses; Cache-Control no-store bypasses; no-cache refreshes', async () => {
-    const c = client(gw, A);
+    const c = client(ctx.gw, A);
     const q = fresh();
     const hot = await c.chat.completions.create(ask(q, { temperature: 0.8 })).withResponse();
     assert.equal(hot.response.headers.get('x-switchyard-cache'), 'bypass');
     await c.chat.completions.create({ model: 'chat', messages: [{ role: 'user', content: q }] });
-    assert.equal(up.requests.length, 2);
+    assert.equal(ctx.up.requests.length, 2);
 
-    up.onModel('gpt-4o-mini', { kind: 'reply', content: 'v1' });
+    ctx.up.onModel('gpt-4o-mini', { kind: 'reply', content: 'v1' });
     const noStore = await c.chat.completions.create(ask(q), { headers: { 'cache-control': 'no-store' } }).withResponse();
     assert.equal(noStore.response.headers.get('x-switchyard-cache'), 'bypass');
     const miss = await c.chat.completions.create(ask(q)).withResponse();
     assert.equal(miss.response.headers.get('x-switchyard-cache'), 'miss', 'no-store did not store');
-    up.onModel('gpt-4o-mini', { kind: 'reply', content: 'v2' });
+    ctx.up.onModel('gpt-4o-mini', { kind: 'reply', content: 'v2' });
     const refreshed = await c.chat.completions.create(ask(q), { headers: { 'cache-control': 'no-cache' } }).withResponse();
     assert.equal(refreshed.response.headers.get('x-switchyard-cache'), 'miss');
     assert.equal(refreshed.data.choices[0]?.message.content, 'v2');
     const hit = await c.chat.completions.create(ask(q)).withResponse();
     assert.equal(hit.response.headers.get('x-switchyard-cache'), 'hit');
     assert.equal(hit.data.choices[0]?.message.content, 'v2', 'the refresh replaced the entry');
-    assert.equal(up.requests.length, 5);
+    assert.equal(ctx.up.requests.length, 5);
   });
 
   it('errors are not cached', async () => {
-    const c = client(gw, A);
+    const c = client(ctx.gw, A);
     const q = fresh();
-    up.onModel('gpt-4o-mini', { kind: 'error', status: 400, message: 'nope' });
+    ctx.up.onModel('gpt-4o-mini', { kind: 'error', status: 400, message: 'nope' });
     await assert.rejects(c.chat.completions.create(ask(q)), (e: unknown) => e instanceof OpenAI.APIError && e.status === 400);
-    up.onModel('gpt-4o-mini', { kind: 'reply', content: 'fine now' });
+    ctx.up.onModel('gpt-4o-mini', { kind: 'reply', content: 'fine now' });
     const r = await c.chat.completions.create(ask(q)).withResponse();
     assert.equal(r.response.headers.get('x-switchyard-cache'), 'miss');
-    assert.equal(up.requests.length, 2);
+    assert.equal(ctx.up.requests.length, 2);
   });
 
   it('a streamed answer is cached and a hit is replayed as SSE, usage chunk only when asked', async () => {
-    const c = client(gw, A);
+    const c = client(ctx.gw, A);
     const q = fresh();
-    up.onModel('gpt-4o-mini', { kind: 'stream', chunks: ['Hello ', 'streamed ', 'world'] });
+    ctx.up.onModel('gpt-4o-mini', { kind: 'stream', chunks: ['Hello ', 'streamed ', 'world'] });
     const first = await c.chat.completions.create(askStream(q)).withResponse();
     assert.equal(first.response.headers.get('x-switchyard-cache'), 'miss');
     const a = await streamText(first.data);
@@ -143,15 +133,15 @@ describe('response cache, end to end', () => {
     assert.equal(b.chunks[0]?.id, a.chunks[0]?.id, 'the original id is kept');
     assert.ok(b.chunks.at(-1)?.usage, 'asked for usage: the usage chunk is replayed');
     assert.equal(a.chunks.some((ch) => ch.usage), false, 'not asked: no usage chunk');
-    assert.equal(up.requests.length, 1);
+    assert.equal(ctx.up.requests.length, 1);
     // a non-streamed request is a different entry
-    up.onModel('gpt-4o-mini', { kind: 'reply', content: 'Hello streamed world' });
+    ctx.up.onModel('gpt-4o-mini', { kind: 'reply', content: 'Hello streamed world' });
     await c.chat.completions.create(ask(q));
-    assert.equal(up.requests.length, 2);
+    assert.equal(ctx.up.requests.length, 2);
   });
 
   it('embeddings are cached per encoding_format', async () => {
-    const c = client(gw, A);
+    const c = client(ctx.gw, A);
     const input = fresh();
     const one = await c.embeddings.create({ model: 'embed', input }).withResponse();
     const two = await c.embeddings.create({ model: 'embed', input }).withResponse();
@@ -164,7 +154,7 @@ describe('response cache, end to end', () => {
   });
 
   it('cache hits cost nothing against token limits (they still count as requests)', async () => {
-    const c = client(gw, T);
+    const c = client(ctx.gw, T);
     const q = fresh();
     const miss = await c.chat.completions.create(ask(q, { max_tokens: 3000 })).withResponse();
     const afterMiss = Number(miss.response.headers.get('x-ratelimit-remaining-tokens'));
@@ -182,24 +172,14 @@ describe('response cache, end to end', () => {
 });
 
 describe('request coalescing, end to end', () => {
-  let up: FakeUpstream;
-  let gw: TestGateway;
-  before(async () => {
-    up = await startFakeOpenAI();
-    gw = await startGateway(config(up.url));
-  });
-  after(async () => {
-    await gw.close();
-    await up.close();
-  });
-  beforeEach(() => up.reset());
+  const ctx = upstreamsWithGateway({ upstreams: { up: {} }, yaml: ({ up }) => config(up.url), reset: 'beforeEach' });
 
   it('N concurrent identical requests → one upstream call, everyone gets the answer', async () => {
-    const c = client(gw, A);
+    const c = client(ctx.gw, A);
     const q = fresh();
-    up.onModel('gpt-4o-mini', { kind: 'reply', content: 'shared answer', delayMs: 300 });
+    ctx.up.onModel('gpt-4o-mini', { kind: 'reply', content: 'shared answer', delayMs: 300 });
     const all = await Promise.all(Array.from({ length: 6 }, () => c.chat.completions.create(ask(q)).withResponse()));
-    assert.equal(up.requests.length, 1);
+    assert.equal(ctx.up.requests.length, 1);
     for (const r of all) assert.equal(r.data.choices[0]?.message.content, 'shared answer');
     const states = all.map((r) => r.response.headers.get('x-switchyard-cache')).sort();
     assert.deepEqual(states, ['hit', 'hit', 'hit', 'hit', 'hit', 'miss']);
@@ -208,27 +188,27 @@ describe('request coalescing, end to end', () => {
 
   it('never across tenants: the same request from two namespaces makes two calls', async () => {
     const q = fresh();
-    up.onModel('gpt-4o-mini', { kind: 'reply', content: 'x', delayMs: 200 });
-    await Promise.all([client(gw, A).chat.completions.create(ask(q)), client(gw, B).chat.completions.create(ask(q))]);
-    assert.equal(up.requests.length, 2);
+    ctx.up.onModel('gpt-4o-mini', { kind: 'reply', content: 'x', delayMs: 200 });
+    await Promise.all([client(ctx.gw, A).chat.completions.create(ask(q)), client(ctx.gw, B).chat.completions.create(ask(q))]);
+    assert.equal(ctx.up.requests.length, 2);
   });
 
   it('streams: concurrent identical streams share one upstream stream; late joiners get every chunk', async () => {
-    const c = client(gw, A);
+    const c = client(ctx.gw, A);
     const q = fresh();
-    up.onModel('gpt-4o-mini', { kind: 'stream', chunks: ['one ', 'two ', 'three ', 'four'], delayMs: 80 });
+    ctx.up.onModel('gpt-4o-mini', { kind: 'stream', chunks: ['one ', 'two ', 'three ', 'four'], delayMs: 80 });
     const first = c.chat.completions.create(askStream(q));
     await new Promise((r) => setTimeout(r, 120)); // the first chunks are out when the others join
     const others = Array.from({ length: 3 }, () => c.chat.completions.create(askStream(q)));
     const texts = await Promise.all([first, ...others].map(async (p) => (await streamText(await p)).text));
     assert.deepEqual(texts, Array(4).fill('one two three four'));
-    assert.equal(up.requests.length, 1);
+    assert.equal(ctx.up.requests.length, 1);
   });
 
   it('the leader disconnecting does not cut the followers off (the upstream call goes on)', async () => {
-    const c = client(gw, A);
+    const c = client(ctx.gw, A);
     const q = fresh();
-    up.onModel('gpt-4o-mini', { kind: 'stream', chunks: ['a ', 'b ', 'c ', 'd ', 'e'], delayMs: 80 });
+    ctx.up.onModel('gpt-4o-mini', { kind: 'stream', chunks: ['a ', 'b ', 'c ', 'd ', 'e'], delayMs: 80 });
     const ac = new AbortController();
     const leader = await c.chat.completions.create(askStream(q), { signal: ac.signal });
     const follower = c.chat.completions.create(askStream(q));
@@ -238,14 +218,14 @@ describe('request coalescing, end to end', () => {
     ac.abort();
     const text = (await streamText(await follower)).text;
     assert.equal(text, 'a b c d e');
-    assert.equal(up.requests.length, 1);
-    assert.equal(up.clientAborts, 0, 'the upstream call was not aborted');
+    assert.equal(ctx.up.requests.length, 1);
+    assert.equal(ctx.up.clientAborts, 0, 'the upstream call was not aborted');
   });
 
   it('…and when nobody is listening any more, the upstream call is aborted', async () => {
-    const c = client(gw, A);
+    const c = client(ctx.gw, A);
     const q = fresh();
-    up.onModel('gpt-4o-mini', { kind: 'stream', chunks: ['a ', 'b ', 'c ', 'd ', 'e ', 'f'], delayMs: 150 });
+    ctx.up.onModel('gpt-4o-mini', { kind: 'stream', chunks: ['a ', 'b ', 'c ', 'd ', 'e ', 'f'], delayMs: 150 });
     const ac1 = new AbortController();
     const ac2 = new AbortController();
     const s1 = await c.chat.completions.create(askStream(q), { signal: ac1.signal });
@@ -254,10 +234,10 @@ describe('request coalescing, end to end', () => {
     await s2[Symbol.asyncIterator]().next();
     ac1.abort();
     ac2.abort();
-    await up.waitForClientAbort();
-    assert.equal(up.requests.length, 1);
+    await ctx.up.waitForClientAbort();
+    assert.equal(ctx.up.requests.length, 1);
     // an aborted call is not cached: the next identical request goes upstream again
-    up.onModel('gpt-4o-mini', { kind: 'stream', chunks: ['fresh'] });
+    ctx.up.onModel('gpt-4o-mini', { kind: 'stream', chunks: ['fresh'] });
     const again = await c.chat.completions.create(askStream(q)).withResponse();
     assert.equal(again.response.headers.get('x-switchyard-cache'), 'miss');
     assert.equal((await streamText(again.data)).text, 'fresh');

@@ -2,13 +2,13 @@
  * End to end through LangChain.js: `ChatOpenAI` and `OpenAIEmbeddings` with `baseURL` pointed at
  * a real Switchyard gateway in front of fake OpenAI-compatible upstreams.
  */
-import { after, before, beforeEach, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { ChatOpenAI, OpenAIEmbeddings } from '@langchain/openai';
 import type { AIMessageChunk } from '@langchain/core/messages';
-import { startFakeOpenAI, type FakeUpstream, type RecordedRequest } from './support/fake-openai-upstream.ts';
-import { startGateway, type TestGateway } from './support/gateway.ts';
+import type { RecordedRequest } from './support/fake-openai-upstream.ts';
+import { upstreamsWithGateway } from './support/suite.ts';
 
 const UPSTREAM_KEY = 'sk-test-upstream-secret';
 const GATEWAY_KEY = 'sk-gw-team-a-123';
@@ -34,27 +34,9 @@ function bodies(reqs: RecordedRequest[], path: string): Array<Record<string, unk
 }
 
 describe('e2e: LangChain.js → Switchyard → OpenAI-compatible upstream', () => {
-  let fake: FakeUpstream;
-  let fakeFloat: FakeUpstream;
-  let gw: TestGateway;
-  /** talks to the fake directly, to compute expected embeddings */
-  let direct: OpenAI;
-
-  const chat = (extra: Partial<ConstructorParameters<typeof ChatOpenAI>[0] & object> = {}): ChatOpenAI =>
-    new ChatOpenAI({ model: 'gpt-test', apiKey: GATEWAY_KEY, maxRetries: 0, configuration: { baseURL: gw.baseURL }, ...extra });
-
-  const embeddings = (model: string): OpenAIEmbeddings =>
-    new OpenAIEmbeddings({ model, apiKey: GATEWAY_KEY, maxRetries: 0, batchSize: 2, configuration: { baseURL: gw.baseURL } });
-
-  async function upstreamFloats(input: string[]): Promise<number[][]> {
-    const r = await direct.embeddings.create({ model: 'text-embedding-3-small', input, encoding_format: 'float' });
-    return r.data.map((d) => d.embedding);
-  }
-
-  before(async () => {
-    fake = await startFakeOpenAI({ apiKey: UPSTREAM_KEY });
-    fakeFloat = await startFakeOpenAI({ apiKey: UPSTREAM_KEY, embeddingsIgnoreBase64: true });
-    gw = await startGateway(`
+  const ctx = upstreamsWithGateway({
+    upstreams: { fake: { apiKey: UPSTREAM_KEY }, fakeFloat: { apiKey: UPSTREAM_KEY, embeddingsIgnoreBase64: true } },
+    yaml: ({ fake, fakeFloat }) => `
 backends:
   up: { type: openai, base_url: "${fake.url}", api_key: "${UPSTREAM_KEY}" }
   upfloat: { type: openai, base_url: "${fakeFloat.url}", api_key: "${UPSTREAM_KEY}" }
@@ -64,20 +46,24 @@ models:
   embed-float: { targets: [ { backend: upfloat, model: text-embedding-3-small } ] }
 keys:
   - { name: team-a, key: "${GATEWAY_KEY}" }
-`);
-    direct = new OpenAI({ baseURL: fake.url, apiKey: UPSTREAM_KEY, maxRetries: 0 });
+`,
+    extras: ({ fake }) => ({
+      /** talks to the fake directly, to compute expected embeddings */
+      direct: new OpenAI({ baseURL: fake.url, apiKey: UPSTREAM_KEY, maxRetries: 0 }),
+    }),
+    reset: 'beforeEach',
   });
 
-  beforeEach(() => {
-    fake.reset();
-    fakeFloat.reset();
-  });
+  const chat = (extra: Partial<ConstructorParameters<typeof ChatOpenAI>[0] & object> = {}): ChatOpenAI =>
+    new ChatOpenAI({ model: 'gpt-test', apiKey: GATEWAY_KEY, maxRetries: 0, configuration: { baseURL: ctx.gw.baseURL }, ...extra });
 
-  after(async () => {
-    await gw?.close();
-    await fake?.close();
-    await fakeFloat?.close();
-  });
+  const embeddings = (model: string): OpenAIEmbeddings =>
+    new OpenAIEmbeddings({ model, apiKey: GATEWAY_KEY, maxRetries: 0, batchSize: 2, configuration: { baseURL: ctx.gw.baseURL } });
+
+  async function upstreamFloats(input: string[]): Promise<number[][]> {
+    const r = await ctx.direct.embeddings.create({ model: 'text-embedding-3-small', input, encoding_format: 'float' });
+    return r.data.map((d) => d.embedding);
+  }
 
   // -------------------------------------------------------------------------- chat
 
@@ -90,12 +76,12 @@ keys:
     assert.equal(msg.usage_metadata.total_tokens, msg.usage_metadata.input_tokens + msg.usage_metadata.output_tokens);
     assert.equal(msg.response_metadata['finish_reason'], 'stop');
 
-    const [body, ...rest] = bodies(fake.requests, '/v1/chat/completions');
+    const [body, ...rest] = bodies(ctx.fake.requests, '/v1/chat/completions');
     assert.equal(rest.length, 0);
     assert.ok(body);
     assert.equal(body['model'], 'upstream-model');
     assert.deepEqual(body['messages'], [{ role: 'user', content: 'Hello there' }]);
-    assert.equal(fake.requests[0]?.headers['authorization'], `Bearer ${UPSTREAM_KEY}`);
+    assert.equal(ctx.fake.requests[0]?.headers['authorization'], `Bearer ${UPSTREAM_KEY}`);
   });
 
   test('ChatOpenAI.stream yields several chunks that concatenate to the answer', async () => {
@@ -114,7 +100,7 @@ keys:
     assert.ok(full.usage_metadata.input_tokens > 0);
     assert.ok(full.usage_metadata.output_tokens > 0);
 
-    const [body] = bodies(fake.requests, '/v1/chat/completions');
+    const [body] = bodies(ctx.fake.requests, '/v1/chat/completions');
     assert.ok(body);
     assert.equal(body['stream'], true);
     assert.deepEqual(body['stream_options'], { include_usage: true });
@@ -131,7 +117,7 @@ keys:
     assert.match(call.id ?? '', /^call_/);
     assert.equal(msg.response_metadata['finish_reason'], 'tool_calls');
 
-    const [body] = bodies(fake.requests, '/v1/chat/completions');
+    const [body] = bodies(ctx.fake.requests, '/v1/chat/completions');
     assert.ok(body);
     assert.ok(Array.isArray(body['tools']));
     const sentTool = (body['tools'] as unknown[])[0];
@@ -166,19 +152,19 @@ keys:
       assert.equal((err as { status?: unknown }).status, 404);
       return true;
     });
-    assert.equal(fake.requests.length, 0);
+    assert.equal(ctx.fake.requests.length, 0);
   });
 
   // -------------------------------------------------------------------------- embeddings
 
   test('OpenAIEmbeddings.embedQuery (default base64 path) equals the upstream float vector', async () => {
     const [expected] = await upstreamFloats(['what is a switchyard']);
-    fake.reset();
+    ctx.fake.reset();
     const v = await embeddings('embed-test').embedQuery('what is a switchyard');
     assert.ok(expected);
     assert.equal(v.length, 8);
     assert.deepEqual(v, expected);
-    const [body, ...rest] = bodies(fake.requests, '/v1/embeddings');
+    const [body, ...rest] = bodies(ctx.fake.requests, '/v1/embeddings');
     assert.equal(rest.length, 0);
     assert.ok(body);
     assert.equal(body['encoding_format'], 'base64', 'LangChain goes through the SDK default (base64)');
@@ -188,11 +174,11 @@ keys:
   test('OpenAIEmbeddings.embedDocuments in batches equals the upstream float vectors', async () => {
     const docs = ['first doc', 'second doc', 'third doc', 'fourth doc', 'fifth doc'];
     const expected = await upstreamFloats(docs);
-    fake.reset();
+    ctx.fake.reset();
     const vs = await embeddings('embed-test').embedDocuments(docs);
     assert.equal(vs.length, docs.length);
     assert.deepEqual(vs, expected);
-    const sent = bodies(fake.requests, '/v1/embeddings');
+    const sent = bodies(ctx.fake.requests, '/v1/embeddings');
     assert.equal(sent.length, 3, 'batchSize 2 → 3 upstream requests');
     assert.deepEqual(
       sent.map((b) => b['input']),
@@ -208,7 +194,7 @@ keys:
     assert.deepEqual(vs, expected);
     const q = await e.embedQuery('beta gamma');
     assert.deepEqual(q, expected[1]);
-    const sent = bodies(fakeFloat.requests, '/v1/embeddings');
+    const sent = bodies(ctx.fakeFloat.requests, '/v1/embeddings');
     assert.equal(sent.length, 3);
     for (const b of sent) assert.equal(b['encoding_format'], 'base64');
   });

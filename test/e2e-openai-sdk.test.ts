@@ -3,12 +3,13 @@
  * OpenAI-compatible upstream. Checks what a user sees (bodies, headers, SDK error classes) and
  * what the upstream receives (bodies passed through, the gateway's key, usage always requested).
  */
-import { after, before, beforeEach, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import type { ChatCompletionCreateParamsNonStreaming, ChatCompletionTool } from 'openai/resources/chat/completions';
-import { startFakeOpenAI, type FakeUpstream, type RecordedRequest } from './support/fake-openai-upstream.ts';
-import { startGateway, type TestGateway } from './support/gateway.ts';
+import type { RecordedRequest } from './support/fake-openai-upstream.ts';
+import type { TestGateway } from './support/gateway.ts';
+import { upstreamsWithGateway } from './support/suite.ts';
 
 const UPSTREAM_KEY = 'sk-test-upstream-secret';
 const GATEWAY_KEY = 'sk-gw-team-a-123';
@@ -62,17 +63,9 @@ function bodyOf(r: RecordedRequest): Record<string, unknown> {
 }
 
 describe('e2e: openai SDK → Switchyard → OpenAI-compatible upstream', () => {
-  let fake: FakeUpstream;
-  let fakeFloat: FakeUpstream;
-  let gw: TestGateway;
-  let client: OpenAI;
-  /** talks to the fake directly, to compute expected embeddings */
-  let direct: OpenAI;
-
-  before(async () => {
-    fake = await startFakeOpenAI({ apiKey: UPSTREAM_KEY });
-    fakeFloat = await startFakeOpenAI({ apiKey: UPSTREAM_KEY, embeddingsIgnoreBase64: true });
-    gw = await startGateway(`
+  const ctx = upstreamsWithGateway({
+    upstreams: { fake: { apiKey: UPSTREAM_KEY }, fakeFloat: { apiKey: UPSTREAM_KEY, embeddingsIgnoreBase64: true } },
+    yaml: ({ fake, fakeFloat }) => `
 # One attempt per target and no circuit breaker: retries and the breaker have their own tests (routing.test.ts).
 routing: { retry: { max_retries: 0 }, breaker: { consecutive_failures: 0, min_requests: 1000000 } }
 backends:
@@ -85,26 +78,19 @@ models:
   embed-float: { targets: [ { backend: upfloat, model: text-embedding-3-small } ] }
 keys:
   - { name: team-a, key: "${GATEWAY_KEY}" }
-`);
-    client = new OpenAI({ baseURL: gw.baseURL, apiKey: GATEWAY_KEY, maxRetries: 0 });
-    direct = new OpenAI({ baseURL: fake.url, apiKey: UPSTREAM_KEY, maxRetries: 0 });
-  });
-
-  beforeEach(() => {
-    fake.reset();
-    fakeFloat.reset();
-  });
-
-  after(async () => {
-    await gw?.close();
-    await fake?.close();
-    await fakeFloat?.close();
+`,
+    extras: ({ gw, fake }) => ({
+      client: new OpenAI({ baseURL: gw.baseURL, apiKey: GATEWAY_KEY, maxRetries: 0 }),
+      /** talks to the fake directly, to compute expected embeddings */
+      direct: new OpenAI({ baseURL: fake.url, apiKey: UPSTREAM_KEY, maxRetries: 0 }),
+    }),
+    reset: 'beforeEach',
   });
 
   // -------------------------------------------------------------------------- chat
 
   test('non-streaming chat: content, usage and the switchyard response headers', async () => {
-    const { data, response } = await client.chat.completions
+    const { data, response } = await ctx.client.chat.completions
       .create({ model: 'gpt-test', messages: [{ role: 'user', content: 'hello there' }] })
       .withResponse();
     assert.equal(response.status, 200);
@@ -125,17 +111,17 @@ keys:
     const rid = response.headers.get('x-request-id');
     assert.ok(rid && rid.length > 0, 'x-request-id is set');
 
-    const up = only(fake.requests, '/v1/chat/completions');
+    const up = only(ctx.fake.requests, '/v1/chat/completions');
     assert.equal(up.headers['authorization'], `Bearer ${UPSTREAM_KEY}`, 'upstream gets the gateway key, not the client key');
     assert.equal(bodyOf(up)['model'], 'upstream-model');
   });
 
   test('a client-sent x-request-id is echoed back', async () => {
-    const { response } = await client.chat.completions
+    const { response } = await ctx.client.chat.completions
       .create({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }] }, { headers: { 'x-request-id': 'trace-abc.123' } })
       .withResponse();
     assert.equal(response.headers.get('x-request-id'), 'trace-abc.123');
-    assert.ok(gw.logs.some((l) => l.includes('"trace-abc.123"')), 'the request id is in the access log');
+    assert.ok(ctx.gw.logs.some((l) => l.includes('"trace-abc.123"')), 'the request id is in the access log');
   });
 
   test('the upstream receives exactly the client body except model (vendor extras untouched)', async () => {
@@ -156,14 +142,14 @@ keys:
       cache_prompt: true,
       repetition_penalty: 1.1,
     };
-    const res = await client.chat.completions.create(sent);
+    const res = await ctx.client.chat.completions.create(sent);
     assert.equal(res.choices[0]?.message.content, 'Hello from upstream-model');
-    const up = only(fake.requests, '/v1/chat/completions');
+    const up = only(ctx.fake.requests, '/v1/chat/completions');
     assert.deepEqual(bodyOf(up), { ...sent, model: 'upstream-model' });
   });
 
   test('streaming with stream_options.include_usage: content chunks, then one usage chunk with choices: [] last', async () => {
-    const stream = await client.chat.completions.create({
+    const stream = await ctx.client.chat.completions.create({
       model: 'gpt-test',
       messages: [{ role: 'user', content: 'stream please' }],
       stream: true,
@@ -186,13 +172,13 @@ keys:
     const usageChunks = chunks.filter((c) => c.usage);
     assert.equal(usageChunks.length, 1, 'exactly one chunk carries usage');
 
-    const body = bodyOf(only(fake.requests, '/v1/chat/completions'));
+    const body = bodyOf(only(ctx.fake.requests, '/v1/chat/completions'));
     assert.equal(body['stream'], true);
     assert.deepEqual(body['stream_options'], { include_usage: true });
   });
 
   test('streaming without include_usage: no usage reaches the client, though upstream was asked for it', async () => {
-    const stream = await client.chat.completions.create(
+    const stream = await ctx.client.chat.completions.create(
       {
         model: 'gpt-test',
         messages: [{ role: 'user', content: 'stream please' }],
@@ -211,12 +197,12 @@ keys:
     const last = chunks[chunks.length - 1];
     assert.equal(last?.choices[0]?.finish_reason, 'stop');
 
-    const body = bodyOf(only(fake.requests, '/v1/chat/completions'));
+    const body = bodyOf(only(ctx.fake.requests, '/v1/chat/completions'));
     assert.equal(body['stream'], true);
     assert.ok(isRecord(body['stream_options']));
     assert.equal(body['stream_options']['include_usage'], true, 'the gateway asks upstream for usage');
     // the usage the client did not see is still accounted for in the access log
-    const line = await logLine(gw, 'no-usage-stream-1');
+    const line = await logLine(ctx.gw, 'no-usage-stream-1');
     assert.equal(line['stream'], true);
     assert.equal(typeof line['prompt_tokens'], 'number');
     assert.ok((line['prompt_tokens'] as number) > 0);
@@ -224,7 +210,7 @@ keys:
   });
 
   test('tool calls, non-streaming: id, name, JSON arguments, finish_reason tool_calls', async () => {
-    const res = await client.chat.completions.create({
+    const res = await ctx.client.chat.completions.create({
       model: 'gpt-test',
       messages: [{ role: 'user', content: 'What is the weather in Paris?' }],
       tools: [WEATHER_TOOL],
@@ -241,12 +227,12 @@ keys:
     assert.equal(call.function.name, 'get_weather');
     assert.deepEqual(JSON.parse(call.function.arguments), { city: 'Paris' });
 
-    const body = bodyOf(only(fake.requests, '/v1/chat/completions'));
+    const body = bodyOf(only(ctx.fake.requests, '/v1/chat/completions'));
     assert.deepEqual(body['tools'], [WEATHER_TOOL]);
   });
 
   test('tool calls, streamed: fragments reassemble into valid JSON', async () => {
-    const stream = await client.chat.completions.create({
+    const stream = await ctx.client.chat.completions.create({
       model: 'gpt-test',
       messages: [{ role: 'user', content: 'What is the weather in Paris?' }],
       tools: [WEATHER_TOOL],
@@ -283,19 +269,19 @@ keys:
 
   test('models.list lists the public names; models.retrieve finds one', async () => {
     const ids: string[] = [];
-    for await (const m of client.models.list()) {
+    for await (const m of ctx.client.models.list()) {
       assert.equal(m.object, 'model');
       ids.push(m.id);
     }
     assert.deepEqual(ids.sort(), ['embed-float', 'embed-test', 'gpt-test', 'instruct-test']);
     assert.ok(!ids.includes('upstream-model'), 'upstream names are not exposed');
 
-    const m = await client.models.retrieve('gpt-test');
+    const m = await ctx.client.models.retrieve('gpt-test');
     assert.equal(m.id, 'gpt-test');
     assert.equal(m.object, 'model');
     assert.equal(typeof m.created, 'number');
 
-    const err = await rejection(client.models.retrieve('no-such-model'));
+    const err = await rejection(ctx.client.models.retrieve('no-such-model'));
     assert.ok(err instanceof OpenAI.NotFoundError, `got ${String(err)}`);
     assert.equal(err.code, 'model_not_found');
   });
@@ -303,7 +289,7 @@ keys:
   // -------------------------------------------------------------------------- embeddings
 
   async function upstreamFloats(input: string | string[] | number[] | number[][], dimensions?: number): Promise<number[][]> {
-    const r = await direct.embeddings.create({
+    const r = await ctx.direct.embeddings.create({
       model: 'text-embedding-3-small',
       input,
       encoding_format: 'float',
@@ -315,9 +301,9 @@ keys:
   test('embeddings with the SDK default (base64 on the wire) decode to the upstream float vectors', async () => {
     const input = ['the quick brown fox', 'jumps over', 'the lazy dog'];
     const expected = await upstreamFloats(input);
-    fake.reset();
+    ctx.fake.reset();
 
-    const res = await client.embeddings.create({ model: 'embed-test', input });
+    const res = await ctx.client.embeddings.create({ model: 'embed-test', input });
     assert.equal(res.data.length, 3);
     assert.deepEqual(
       res.data.map((d) => d.index),
@@ -330,12 +316,12 @@ keys:
     assert.equal(res.data[0]?.embedding.length, 8);
     assert.ok(res.usage.prompt_tokens > 0);
 
-    const body = bodyOf(only(fake.requests, '/v1/embeddings'));
+    const body = bodyOf(only(ctx.fake.requests, '/v1/embeddings'));
     assert.equal(body['encoding_format'], 'base64', 'the SDK asked for base64 and the gateway passed it on');
     assert.equal(body['model'], 'text-embedding-3-small');
 
     // and the same vectors as an explicit float request through the gateway
-    const floats = await client.embeddings.create({ model: 'embed-test', input, encoding_format: 'float' });
+    const floats = await ctx.client.embeddings.create({ model: 'embed-test', input, encoding_format: 'float' });
     assert.deepEqual(
       floats.data.map((d) => d.embedding),
       expected,
@@ -346,7 +332,7 @@ keys:
     const input = ['alpha beta', 'gamma'];
     const expected = await upstreamFloats(input);
 
-    const { data: res, response } = await client.embeddings.create({ model: 'embed-float', input }).withResponse();
+    const { data: res, response } = await ctx.client.embeddings.create({ model: 'embed-float', input }).withResponse();
     assert.equal(response.headers.get('x-switchyard-backend'), 'upfloat');
     assert.deepEqual(
       res.data.map((d) => d.embedding),
@@ -355,11 +341,11 @@ keys:
     for (const v of res.data.map((d) => d.embedding)) {
       assert.ok(v.every((x) => Number.isFinite(x) && Math.abs(x) <= 1), 'decoded values are a unit vector, not garbage');
     }
-    const body = bodyOf(only(fakeFloat.requests, '/v1/embeddings'));
+    const body = bodyOf(only(ctx.fakeFloat.requests, '/v1/embeddings'));
     assert.equal(body['encoding_format'], 'base64');
 
     // the raw wire answer is base64 strings, as requested
-    const raw = await fetch(`${gw.baseURL}/embeddings`, {
+    const raw = await fetch(`${ctx.gw.baseURL}/embeddings`, {
       method: 'POST',
       headers: { authorization: `Bearer ${GATEWAY_KEY}`, 'content-type': 'application/json' },
       body: JSON.stringify({ model: 'embed-float', input: 'gamma', encoding_format: 'base64' }),
@@ -372,7 +358,7 @@ keys:
   test('embeddings with explicit encoding_format float, against both upstreams', async () => {
     const expected = await upstreamFloats('a single string');
     for (const model of ['embed-test', 'embed-float']) {
-      const res = await client.embeddings.create({ model, input: 'a single string', encoding_format: 'float' });
+      const res = await ctx.client.embeddings.create({ model, input: 'a single string', encoding_format: 'float' });
       assert.equal(res.data.length, 1);
       assert.ok(Array.isArray(res.data[0]?.embedding));
       assert.deepEqual(res.data[0]?.embedding, expected[0], model);
@@ -383,8 +369,8 @@ keys:
     const cases: Array<string | string[] | number[] | number[][]> = ['one string', ['first', 'second'], [101, 2023, 102], [[1, 2, 3], [4, 5]]];
     for (const input of cases) {
       const expected = await upstreamFloats(input);
-      const viaDefault = await client.embeddings.create({ model: 'embed-test', input });
-      const viaFloat = await client.embeddings.create({ model: 'embed-float', input });
+      const viaDefault = await ctx.client.embeddings.create({ model: 'embed-test', input });
+      const viaFloat = await ctx.client.embeddings.create({ model: 'embed-float', input });
       assert.deepEqual(
         viaDefault.data.map((d) => d.embedding),
         expected,
@@ -396,7 +382,7 @@ keys:
         `float-only upstream, input ${JSON.stringify(input)}`,
       );
     }
-    const tokenReqs = fake.requests.filter((r) => r.path === '/v1/embeddings' && isRecord(r.body) && r.body['model'] === 'text-embedding-3-small');
+    const tokenReqs = ctx.fake.requests.filter((r) => r.path === '/v1/embeddings' && isRecord(r.body) && r.body['model'] === 'text-embedding-3-small');
     assert.ok(
       tokenReqs.some((r) => JSON.stringify(bodyOf(r)['input']) === '[[1,2,3],[4,5]]'),
       'token arrays reach the upstream unchanged',
@@ -405,52 +391,52 @@ keys:
 
   test('embeddings: dimensions passes through', async () => {
     const expected = await upstreamFloats('dims', 24);
-    fake.reset();
-    const res = await client.embeddings.create({ model: 'embed-test', input: 'dims', dimensions: 24 });
+    ctx.fake.reset();
+    const res = await ctx.client.embeddings.create({ model: 'embed-test', input: 'dims', dimensions: 24 });
     assert.equal(res.data[0]?.embedding.length, 24);
     assert.deepEqual(res.data[0]?.embedding, expected[0]);
-    assert.equal(bodyOf(only(fake.requests, '/v1/embeddings'))['dimensions'], 24);
+    assert.equal(bodyOf(only(ctx.fake.requests, '/v1/embeddings'))['dimensions'], 24);
   });
 
   // -------------------------------------------------------------------------- legacy completions
 
   test('legacy completions, non-streaming', async () => {
-    const { data, response } = await client.completions.create({ model: 'instruct-test', prompt: 'Say hi', max_tokens: 5 }).withResponse();
+    const { data, response } = await ctx.client.completions.create({ model: 'instruct-test', prompt: 'Say hi', max_tokens: 5 }).withResponse();
     assert.equal(data.object, 'text_completion');
     assert.equal(data.choices[0]?.text, 'Hello from gpt-3.5-turbo-instruct');
     assert.equal(data.choices[0]?.finish_reason, 'stop');
     assert.ok(data.usage && data.usage.total_tokens > 0);
     assert.equal(response.headers.get('x-switchyard-model'), 'gpt-3.5-turbo-instruct');
-    const body = bodyOf(only(fake.requests, '/v1/completions'));
+    const body = bodyOf(only(ctx.fake.requests, '/v1/completions'));
     assert.deepEqual(body, { model: 'gpt-3.5-turbo-instruct', prompt: 'Say hi', max_tokens: 5 });
   });
 
   test('legacy completions, streaming', async () => {
-    const stream = await client.completions.create({ model: 'instruct-test', prompt: 'Say hi', stream: true });
+    const stream = await ctx.client.completions.create({ model: 'instruct-test', prompt: 'Say hi', stream: true });
     const chunks = [];
     for await (const c of stream) chunks.push(c);
     assert.ok(chunks.length > 2);
     assert.equal(chunks.map((c) => c.choices[0]?.text ?? '').join(''), 'Hello from gpt-3.5-turbo-instruct');
     assert.ok(chunks.some((c) => c.choices[0]?.finish_reason === 'stop'));
     for (const c of chunks) assert.ok(!('usage' in c) && c.choices.length > 0, 'no usage chunk when not asked');
-    const body = bodyOf(only(fake.requests, '/v1/completions'));
+    const body = bodyOf(only(ctx.fake.requests, '/v1/completions'));
     assert.deepEqual(body['stream_options'], { include_usage: true });
   });
 
   // -------------------------------------------------------------------------- errors
 
   test('unknown model → NotFoundError with code model_not_found', async () => {
-    const err = await rejection(client.chat.completions.create({ model: 'nope', messages: [{ role: 'user', content: 'x' }] }));
+    const err = await rejection(ctx.client.chat.completions.create({ model: 'nope', messages: [{ role: 'user', content: 'x' }] }));
     assert.ok(err instanceof OpenAI.NotFoundError, `got ${String(err)}`);
     assert.equal(err.status, 404);
     assert.equal(err.code, 'model_not_found');
     assert.equal(err.param, 'model');
-    assert.equal(fake.requests.length, 0, 'nothing was sent upstream');
+    assert.equal(ctx.fake.requests.length, 0, 'nothing was sent upstream');
   });
 
   test('upstream 429 with retry-after: 7 → RateLimitError carrying retry-after', async () => {
-    fake.enqueue({ kind: 'error', status: 429, message: 'Rate limit reached for requests', headers: { 'retry-after': '7' } });
-    const err = await rejection(client.chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'x' }] }));
+    ctx.fake.enqueue({ kind: 'error', status: 429, message: 'Rate limit reached for requests', headers: { 'retry-after': '7' } });
+    const err = await rejection(ctx.client.chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'x' }] }));
     assert.ok(err instanceof OpenAI.RateLimitError, `got ${String(err)}`);
     assert.equal(err.status, 429);
     assert.equal(err.headers?.get('retry-after'), '7');
@@ -459,8 +445,8 @@ keys:
   });
 
   test('upstream 500 → InternalServerError with status 502', async () => {
-    fake.enqueue({ kind: 'error', status: 500, message: 'The server had an error' });
-    const err = await rejection(client.chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'x' }] }));
+    ctx.fake.enqueue({ kind: 'error', status: 500, message: 'The server had an error' });
+    const err = await rejection(ctx.client.chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'x' }] }));
     assert.ok(err instanceof OpenAI.InternalServerError, `got ${String(err)}`);
     assert.equal(err.status, 502);
     assert.equal(err.code, 'upstream_error');
@@ -468,10 +454,10 @@ keys:
   });
 
   test('upstream 500 on a stream → InternalServerError with status 502 before any chunk', async () => {
-    fake.enqueue({ kind: 'error', status: 500 });
+    ctx.fake.enqueue({ kind: 'error', status: 500 });
     const err = await rejection(
       (async () => {
-        const s = await client.chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'x' }], stream: true });
+        const s = await ctx.client.chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'x' }], stream: true });
         for await (const _ of s) {
           // drain
         }
@@ -482,14 +468,14 @@ keys:
   });
 
   test('upstream 400 → BadRequestError carrying the upstream message', async () => {
-    fake.enqueue({
+    ctx.fake.enqueue({
       kind: 'error',
       status: 400,
       message: "Invalid value for 'temperature': must be lower.",
       param: 'temperature',
       code: 'invalid_value',
     });
-    const err = await rejection(client.chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'x' }] }));
+    const err = await rejection(ctx.client.chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'x' }] }));
     assert.ok(err instanceof OpenAI.BadRequestError, `got ${String(err)}`);
     assert.equal(err.status, 400);
     assert.match(err.message, /Invalid value for 'temperature': must be lower\./);
@@ -498,43 +484,43 @@ keys:
   });
 
   test('upstream 401 echoing the upstream key → 502 upstream_auth_failed, key never shown or logged', async () => {
-    fake.enqueue({ kind: 'error', status: 401, message: `Incorrect API key provided: ${UPSTREAM_KEY}. Check your key.` });
-    const err = await rejection(client.chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'x' }] }));
+    ctx.fake.enqueue({ kind: 'error', status: 401, message: `Incorrect API key provided: ${UPSTREAM_KEY}. Check your key.` });
+    const err = await rejection(ctx.client.chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'x' }] }));
     assert.ok(err instanceof OpenAI.APIError, `got ${String(err)}`);
     assert.ok(!(err instanceof OpenAI.AuthenticationError), 'the client key is fine: not a 401');
     assert.ok(err instanceof OpenAI.InternalServerError);
     assert.equal(err.status, 502);
     assert.equal(err.code, 'upstream_auth_failed');
-    assert.equal(fake.requests.length, 1, 'the request did reach the upstream');
+    assert.equal(ctx.fake.requests.length, 1, 'the request did reach the upstream');
     assert.ok(!err.message.includes(UPSTREAM_KEY), `message leaks the key: ${err.message}`);
     assert.ok(!JSON.stringify(err.error).includes(UPSTREAM_KEY), 'error body leaks the key');
     assert.ok(!err.message.includes('sk-test-upstream'), 'not even a prefix of the key');
-    assert.ok(gw.logs.length > 0);
-    for (const line of gw.logs) assert.ok(!line.includes(UPSTREAM_KEY), `log line leaks the key: ${line}`);
-    assert.ok(gw.logs.some((l) => l.includes('upstream_auth_failed')), 'the failure is logged');
+    assert.ok(ctx.gw.logs.length > 0);
+    for (const line of ctx.gw.logs) assert.ok(!line.includes(UPSTREAM_KEY), `log line leaks the key: ${line}`);
+    assert.ok(ctx.gw.logs.some((l) => l.includes('upstream_auth_failed')), 'the failure is logged');
   });
 
   test('wrong gateway key → AuthenticationError (401), nothing sent upstream', async () => {
-    const bad = new OpenAI({ baseURL: gw.baseURL, apiKey: 'sk-gw-wrong-key', maxRetries: 0 });
+    const bad = new OpenAI({ baseURL: ctx.gw.baseURL, apiKey: 'sk-gw-wrong-key', maxRetries: 0 });
     const err = await rejection(bad.chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'x' }] }));
     assert.ok(err instanceof OpenAI.AuthenticationError, `got ${String(err)}`);
     assert.equal(err.status, 401);
     assert.ok(!err.message.includes('sk-gw-wrong-key'));
-    assert.equal(fake.requests.length, 0);
+    assert.equal(ctx.fake.requests.length, 0);
   });
 
   test('missing gateway key → AuthenticationError (401)', async () => {
-    const none = new OpenAI({ baseURL: gw.baseURL, apiKey: 'unused', maxRetries: 0, defaultHeaders: { Authorization: null } });
+    const none = new OpenAI({ baseURL: ctx.gw.baseURL, apiKey: 'unused', maxRetries: 0, defaultHeaders: { Authorization: null } });
     const err = await rejection(none.models.list());
     assert.ok(err instanceof OpenAI.AuthenticationError, `got ${String(err)}`);
     assert.equal(err.status, 401);
     assert.match(err.message, /didn't provide an API key/);
-    assert.equal(fake.requests.length, 0);
+    assert.equal(ctx.fake.requests.length, 0);
   });
 
   test('no gateway log line ever contains the upstream key', () => {
-    assert.ok(gw.logs.length > 10, `expected many log lines, got ${gw.logs.length}`);
-    for (const line of gw.logs) {
+    assert.ok(ctx.gw.logs.length > 10, `expected many log lines, got ${ctx.gw.logs.length}`);
+    for (const line of ctx.gw.logs) {
       assert.ok(!line.includes(UPSTREAM_KEY), `log line leaks the key: ${line}`);
       assert.ok(!line.includes(GATEWAY_KEY), `log line leaks a client key: ${line}`);
     }

@@ -4,11 +4,11 @@
  * could serve is reported (status, headers, envelope, no secrets), unconfigured backends, client
  * aborts and the request log.
  */
-import { after, afterEach, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { startFakeOpenAI, type Behaviour, type FakeUpstream } from './support/fake-openai-upstream.ts';
-import { startGateway, type TestGateway } from './support/gateway.ts';
+import type { Behaviour } from './support/fake-openai-upstream.ts';
+import { upstreamsWithGateway } from './support/suite.ts';
 
 const KEY_A = 'sk-test-a-secret';
 const KEY_B = 'sk-test-b-secret';
@@ -58,12 +58,31 @@ function envelope(r: Reply): { message: string; type: string; param: unknown; co
 }
 
 describe('failover of non-streaming requests', () => {
-  let fakeA: FakeUpstream;
-  let fakeB: FakeUpstream;
-  let gw: TestGateway;
+  const ctx = upstreamsWithGateway({
+    upstreams: { fakeA: { apiKey: KEY_A }, fakeB: { apiKey: KEY_B } },
+    yaml: ({ fakeA, fakeB }) => `
+# One attempt per target and no circuit breaker: retries and the breaker have their own tests (routing.test.ts).
+routing: { retry: { max_retries: 0 }, breaker: { consecutive_failures: 0, min_requests: 1000000 } }
+backends:
+  a: { type: openai, base_url: "${fakeA.url}", api_key: "${KEY_A}", timeout_ms: 400 }
+  patient: { type: openai, base_url: "${fakeA.url}", api_key: "${KEY_A}", timeout_ms: 5000 }
+  b: { type: openai, base_url: "${fakeB.url}", api_key: "${KEY_B}", timeout_ms: 2000 }
+  dead: { type: openai, base_url: "http://127.0.0.1:1/v1", api_key: "${KEY_A}", timeout_ms: 1000 }
+  nokey1: { type: openai, base_url: "${fakeA.url}", api_key: "\${MISSING_KEY:-}" }
+  nokey2: { type: openai, base_url: "${fakeB.url}", api_key: "\${MISSING_KEY:-}" }
+models:
+  m: { targets: [ { backend: a, model: a-model }, { backend: b, model: b-model } ] }
+  solo: { targets: [ { backend: a, model: a-model } ] }
+  dead-first: { targets: [ { backend: dead, model: x }, { backend: b, model: b-model } ] }
+  dead-only: { targets: [ { backend: dead, model: x } ] }
+  skip-unconfigured: { targets: [ { backend: nokey1, model: a-model }, { backend: b, model: b-model } ] }
+  unconfigured: { targets: [ { backend: nokey1, model: a-model }, { backend: nokey2, model: b-model } ] }
+  abortable: { targets: [ { backend: patient, model: a-model }, { backend: b, model: b-model } ] }
+`,
+  });
 
   const chat = async (model: string, init: { requestId?: string; signal?: AbortSignal } = {}): Promise<Reply> => {
-    const res = await fetch(`${gw.baseURL}/chat/completions`, {
+    const res = await fetch(`${ctx.gw.baseURL}/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', ...(init.requestId ? { 'x-request-id': init.requestId } : {}) },
       body: JSON.stringify({ model, messages: [{ role: 'user', content: `please answer ${PROMPT_CANARY}` }] }),
@@ -88,46 +107,8 @@ describe('failover of non-streaming requests', () => {
     const ch: unknown = r.json['choices'][0];
     assert.ok(isRecord(ch) && isRecord(ch['message']));
     assert.equal(ch['message']['content'], 'Hello from b-model');
-    assert.equal(fakeB.requests.length, 1);
+    assert.equal(ctx.fakeB.requests.length, 1);
   };
-
-  before(async () => {
-    fakeA = await startFakeOpenAI({ apiKey: KEY_A });
-    fakeB = await startFakeOpenAI({ apiKey: KEY_B });
-    gw = await startGateway(
-      `
-# One attempt per target and no circuit breaker: retries and the breaker have their own tests (routing.test.ts).
-routing: { retry: { max_retries: 0 }, breaker: { consecutive_failures: 0, min_requests: 1000000 } }
-backends:
-  a: { type: openai, base_url: "${fakeA.url}", api_key: "${KEY_A}", timeout_ms: 400 }
-  patient: { type: openai, base_url: "${fakeA.url}", api_key: "${KEY_A}", timeout_ms: 5000 }
-  b: { type: openai, base_url: "${fakeB.url}", api_key: "${KEY_B}", timeout_ms: 2000 }
-  dead: { type: openai, base_url: "http://127.0.0.1:1/v1", api_key: "${KEY_A}", timeout_ms: 1000 }
-  nokey1: { type: openai, base_url: "${fakeA.url}", api_key: "\${MISSING_KEY:-}" }
-  nokey2: { type: openai, base_url: "${fakeB.url}", api_key: "\${MISSING_KEY:-}" }
-models:
-  m: { targets: [ { backend: a, model: a-model }, { backend: b, model: b-model } ] }
-  solo: { targets: [ { backend: a, model: a-model } ] }
-  dead-first: { targets: [ { backend: dead, model: x }, { backend: b, model: b-model } ] }
-  dead-only: { targets: [ { backend: dead, model: x } ] }
-  skip-unconfigured: { targets: [ { backend: nokey1, model: a-model }, { backend: b, model: b-model } ] }
-  unconfigured: { targets: [ { backend: nokey1, model: a-model }, { backend: nokey2, model: b-model } ] }
-  abortable: { targets: [ { backend: patient, model: a-model }, { backend: b, model: b-model } ] }
-`,
-      {},
-    );
-  });
-
-  afterEach(() => {
-    fakeA.reset();
-    fakeB.reset();
-  });
-
-  after(async () => {
-    await gw?.close();
-    await fakeA?.close();
-    await fakeB?.close();
-  });
 
   describe('retryable upstream failures fail over to the next target, in order', () => {
     const cases: Array<{ name: string; behaviour: Behaviour }> = [
@@ -146,11 +127,11 @@ models:
     ];
     for (const c of cases) {
       test(c.name, async () => {
-        fakeA.enqueue(c.behaviour);
+        ctx.fakeA.enqueue(c.behaviour);
         const r = await chat('m');
         assertServedByB(r);
-        assert.equal(fakeA.requests.length, 1, 'a was tried first, once');
-        const body = fakeB.requests[0]?.body;
+        assert.equal(ctx.fakeA.requests.length, 1, 'a was tried first, once');
+        const body = ctx.fakeB.requests[0]?.body;
         assert.ok(isRecord(body));
         assert.equal(body['model'], 'b-model', 'b gets its own model name');
       });
@@ -162,8 +143,8 @@ models:
     });
 
     test('the same through the openai SDK', async () => {
-      fakeA.enqueue({ kind: 'error', status: 503, message: 'overloaded' });
-      const client = new OpenAI({ baseURL: gw.baseURL, apiKey: 'unused', maxRetries: 0 });
+      ctx.fakeA.enqueue({ kind: 'error', status: 503, message: 'overloaded' });
+      const client = new OpenAI({ baseURL: ctx.gw.baseURL, apiKey: 'unused', maxRetries: 0 });
       const { data, response } = await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }).withResponse();
       assert.equal(data.choices[0]?.message.content, 'Hello from b-model');
       assert.equal(response.headers.get('x-switchyard-backend'), 'b');
@@ -175,7 +156,7 @@ models:
     for (const status of [400, 404, 422]) {
       test(`upstream ${status}`, async () => {
         const message = `upstream says ${status}: bad parameter "temperature"`;
-        fakeA.enqueue({ kind: 'error', status, message, param: 'temperature', code: 'invalid_value' });
+        ctx.fakeA.enqueue({ kind: 'error', status, message, param: 'temperature', code: 'invalid_value' });
         const r = await chat('m');
         assert.equal(r.status, status);
         const e = envelope(r);
@@ -184,14 +165,14 @@ models:
         assert.equal(e.code, 'invalid_value');
         assert.equal(r.headers.get('x-switchyard-attempts'), '1');
         assert.notEqual(r.headers.get('x-should-retry'), 'false', 'not an exhausted-retries answer');
-        assert.equal(fakeA.requests.length, 1);
-        assert.equal(fakeB.requests.length, 0, 'b is never called');
+        assert.equal(ctx.fakeA.requests.length, 1);
+        assert.equal(ctx.fakeB.requests.length, 0, 'b is never called');
       });
     }
 
     test('the openai SDK raises the matching error class with the upstream message', async () => {
-      fakeA.enqueue({ kind: 'error', status: 400, message: 'messages must not be empty', param: 'messages' });
-      const client = new OpenAI({ baseURL: gw.baseURL, apiKey: 'unused', maxRetries: 0 });
+      ctx.fakeA.enqueue({ kind: 'error', status: 400, message: 'messages must not be empty', param: 'messages' });
+      const client = new OpenAI({ baseURL: ctx.gw.baseURL, apiKey: 'unused', maxRetries: 0 });
       await assert.rejects(client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }), (err: unknown) => {
         assert.ok(err instanceof OpenAI.BadRequestError);
         assert.equal(err.status, 400);
@@ -199,7 +180,7 @@ models:
         assert.equal(err.param, 'messages');
         return true;
       });
-      assert.equal(fakeB.requests.length, 0);
+      assert.equal(ctx.fakeB.requests.length, 0);
     });
   });
 
@@ -210,7 +191,7 @@ models:
     };
 
     test('429 stays 429 with retry-after from upstream retry-after', async () => {
-      fakeA.enqueue({ kind: 'error', status: 429, message: `Rate limit reached for ${KEY_A}`, headers: { 'retry-after': '7' } });
+      ctx.fakeA.enqueue({ kind: 'error', status: 429, message: `Rate limit reached for ${KEY_A}`, headers: { 'retry-after': '7' } });
       const r = await chat('solo');
       assert.equal(r.status, 429);
       exhausted(r, 1);
@@ -221,7 +202,7 @@ models:
     });
 
     test('429 with retry-after-ms → retry-after in whole seconds, rounded up', async () => {
-      fakeA.enqueue({ kind: 'error', status: 429, message: 'slow down', headers: { 'retry-after-ms': '2500' } });
+      ctx.fakeA.enqueue({ kind: 'error', status: 429, message: 'slow down', headers: { 'retry-after-ms': '2500' } });
       const r = await chat('solo');
       assert.equal(r.status, 429);
       exhausted(r, 1);
@@ -231,7 +212,7 @@ models:
 
     for (const status of [500, 502]) {
       test(`upstream ${status} → 502`, async () => {
-        fakeA.enqueue({ kind: 'error', status, message: `internal failure, key=${KEY_A}` });
+        ctx.fakeA.enqueue({ kind: 'error', status, message: `internal failure, key=${KEY_A}` });
         const r = await chat('solo');
         assert.equal(r.status, 502);
         exhausted(r, 1);
@@ -242,7 +223,7 @@ models:
     }
 
     test('upstream 502 with a garbage non-JSON body → 502 envelope, nothing of the body leaks', async () => {
-      fakeA.enqueue({ kind: 'error', status: 502, rawBody: `<html><body>Bad Gateway ${KEY_A} Bearer ${KEY_A}</body></html>` });
+      ctx.fakeA.enqueue({ kind: 'error', status: 502, rawBody: `<html><body>Bad Gateway ${KEY_A} Bearer ${KEY_A}</body></html>` });
       const r = await chat('solo');
       assert.equal(r.status, 502);
       exhausted(r, 1);
@@ -252,7 +233,7 @@ models:
     });
 
     test('upstream 400 with a garbage non-JSON body → 400 envelope', async () => {
-      fakeA.enqueue({ kind: 'error', status: 400, rawBody: `oops ${KEY_A}` });
+      ctx.fakeA.enqueue({ kind: 'error', status: 400, rawBody: `oops ${KEY_A}` });
       const r = await chat('solo');
       assert.equal(r.status, 400);
       const e = envelope(r);
@@ -260,7 +241,7 @@ models:
     });
 
     test('upstream 503 → 503 with retry-after (upstream’s value kept)', async () => {
-      fakeA.enqueue({ kind: 'error', status: 503, message: `overloaded ${KEY_A}`, headers: { 'retry-after': '5' } });
+      ctx.fakeA.enqueue({ kind: 'error', status: 503, message: `overloaded ${KEY_A}`, headers: { 'retry-after': '5' } });
       const r = await chat('solo');
       assert.equal(r.status, 503);
       exhausted(r, 1);
@@ -270,7 +251,7 @@ models:
     });
 
     test('upstream 503 without retry-after → 503 still carries a retry-after', async () => {
-      fakeA.enqueue({ kind: 'error', status: 503, message: 'overloaded' });
+      ctx.fakeA.enqueue({ kind: 'error', status: 503, message: 'overloaded' });
       const r = await chat('solo');
       assert.equal(r.status, 503);
       assert.match(r.headers.get('retry-after') ?? '', /^\d+$/);
@@ -278,26 +259,26 @@ models:
     });
 
     test('both targets answer 503 → 503, attempts 2', async () => {
-      fakeA.enqueue({ kind: 'error', status: 503, message: `a down ${KEY_A}` });
-      fakeB.enqueue({ kind: 'error', status: 503, message: `b down ${KEY_B}` });
+      ctx.fakeA.enqueue({ kind: 'error', status: 503, message: `a down ${KEY_A}` });
+      ctx.fakeB.enqueue({ kind: 'error', status: 503, message: `b down ${KEY_B}` });
       const r = await chat('m');
       assert.equal(r.status, 503);
       exhausted(r, 2);
       assert.match(r.headers.get('retry-after') ?? '', /^\d+$/);
       envelope(r);
-      assert.equal(fakeA.requests.length, 1);
-      assert.equal(fakeB.requests.length, 1);
+      assert.equal(ctx.fakeA.requests.length, 1);
+      assert.equal(ctx.fakeB.requests.length, 1);
     });
 
     test('timeout → 504 upstream_timeout', async () => {
-      fakeA.enqueue({ kind: 'hang' });
+      ctx.fakeA.enqueue({ kind: 'hang' });
       const r = await chat('solo');
       assert.equal(r.status, 504);
       exhausted(r, 1);
       const e = envelope(r);
       assert.equal(e.code, 'upstream_timeout');
       assert.equal(e.type, 'timeout_error');
-      await withTimeout(fakeA.waitForClientAbort(), 2000, 'the timed-out upstream request to be aborted');
+      await withTimeout(ctx.fakeA.waitForClientAbort(), 2000, 'the timed-out upstream request to be aborted');
     });
 
     test('connection refused → 502 upstream_unreachable', async () => {
@@ -309,7 +290,7 @@ models:
     });
 
     test('upstream 401 → 502 upstream_auth_failed (not 401)', async () => {
-      fakeA.enqueue({ kind: 'error', status: 401, message: `Incorrect API key provided: ${KEY_A}` });
+      ctx.fakeA.enqueue({ kind: 'error', status: 401, message: `Incorrect API key provided: ${KEY_A}` });
       const r = await chat('solo');
       assert.equal(r.status, 502);
       exhausted(r, 1);
@@ -319,7 +300,7 @@ models:
     });
 
     test('200 with invalid JSON → 502 upstream_malformed_response', async () => {
-      fakeA.enqueue({ kind: 'error', status: 200, rawBody: '{"choices": [', headers: { 'content-type': 'application/json' } });
+      ctx.fakeA.enqueue({ kind: 'error', status: 200, rawBody: '{"choices": [', headers: { 'content-type': 'application/json' } });
       const r = await chat('solo');
       assert.equal(r.status, 502);
       exhausted(r, 1);
@@ -327,7 +308,7 @@ models:
     });
 
     test('200 with JSON without choices → 502 upstream_malformed_response', async () => {
-      fakeA.enqueue({ kind: 'error', status: 200, rawBody: '{"id":"x"}' });
+      ctx.fakeA.enqueue({ kind: 'error', status: 200, rawBody: '{"id":"x"}' });
       const r = await chat('solo');
       assert.equal(r.status, 502);
       exhausted(r, 1);
@@ -340,8 +321,8 @@ models:
       const r = await chat('skip-unconfigured');
       assert.equal(r.status, 200, r.text);
       assert.equal(r.headers.get('x-switchyard-backend'), 'b');
-      assert.equal(fakeA.requests.length, 0, 'the unconfigured backend is never called');
-      assert.equal(fakeB.requests.length, 1);
+      assert.equal(ctx.fakeA.requests.length, 0, 'the unconfigured backend is never called');
+      assert.equal(ctx.fakeB.requests.length, 1);
     });
 
     test('a model with only such backends answers 503 backend_not_configured', async () => {
@@ -350,22 +331,22 @@ models:
       const e = envelope(r);
       assert.equal(e.code, 'backend_not_configured');
       assert.match(r.headers.get('retry-after') ?? '', /^\d+$/);
-      assert.equal(fakeA.requests.length, 0);
-      assert.equal(fakeB.requests.length, 0);
+      assert.equal(ctx.fakeA.requests.length, 0);
+      assert.equal(ctx.fakeB.requests.length, 0);
     });
   });
 
   test('a client that aborts a non-streaming request aborts the upstream request', async () => {
-    fakeA.enqueue({ kind: 'hang' });
+    ctx.fakeA.enqueue({ kind: 'hang' });
     const ac = new AbortController();
     const pending = chat('abortable', { signal: ac.signal });
-    await until(() => fakeA.requests.length === 1, 'the upstream to receive the request');
+    await until(() => ctx.fakeA.requests.length === 1, 'the upstream to receive the request');
     ac.abort();
     await assert.rejects(pending, (err: unknown) => err instanceof Error && err.name === 'AbortError');
-    await withTimeout(fakeA.waitForClientAbort(), 2000, 'the upstream request to be aborted');
-    assert.equal(fakeA.clientAborts, 1);
+    await withTimeout(ctx.fakeA.waitForClientAbort(), 2000, 'the upstream request to be aborted');
+    assert.equal(ctx.fakeA.clientAborts, 1);
     await new Promise((r) => setTimeout(r, 50));
-    assert.equal(fakeB.requests.length, 0, 'no failover for a request nobody is waiting for');
+    assert.equal(ctx.fakeB.requests.length, 0, 'no failover for a request nobody is waiting for');
     // and the gateway is fine afterwards
     const r = await chat('abortable');
     assert.equal(r.status, 200);
@@ -374,23 +355,23 @@ models:
   test('logs one JSON line per request with request_id, status, backend, attempts — and no prompt, completion or key', async () => {
     const completion = 'completion-canary-51c0';
     const ids = { ok: 'req-log-ok-1', failover: 'req-log-failover-2', fail: 'req-log-fail-3', client: 'req-log-client-4' };
-    fakeA.enqueue({ kind: 'reply', content: completion });
+    ctx.fakeA.enqueue({ kind: 'reply', content: completion });
     assert.equal((await chat('m', { requestId: ids.ok })).status, 200);
-    fakeA.enqueue({ kind: 'error', status: 500, message: `boom ${KEY_A} ${PROMPT_CANARY}` });
-    fakeB.enqueue({ kind: 'reply', content: completion });
+    ctx.fakeA.enqueue({ kind: 'error', status: 500, message: `boom ${KEY_A} ${PROMPT_CANARY}` });
+    ctx.fakeB.enqueue({ kind: 'reply', content: completion });
     assert.equal((await chat('m', { requestId: ids.failover })).status, 200);
-    fakeA.enqueue({ kind: 'error', status: 401, message: `Incorrect API key provided: ${KEY_A}` });
+    ctx.fakeA.enqueue({ kind: 'error', status: 401, message: `Incorrect API key provided: ${KEY_A}` });
     assert.equal((await chat('solo', { requestId: ids.fail })).status, 502);
-    fakeA.enqueue({ kind: 'error', status: 400, message: `bad request about ${PROMPT_CANARY}` });
+    ctx.fakeA.enqueue({ kind: 'error', status: 400, message: `bad request about ${PROMPT_CANARY}` });
     assert.equal((await chat('m', { requestId: ids.client })).status, 400);
 
     const requestLines = (): Array<Record<string, unknown>> =>
-      gw.logs
+      ctx.gw.logs
         .map((l) => JSON.parse(l) as unknown)
         .filter((j): j is Record<string, unknown> => isRecord(j) && j['msg'] === 'request');
     await until(() => Object.values(ids).every((id) => requestLines().some((l) => l['request_id'] === id)), 'the request log lines');
 
-    for (const line of gw.logs) {
+    for (const line of ctx.gw.logs) {
       assert.ok(line.endsWith('\n') && !line.slice(0, -1).includes('\n'), 'one line per entry');
       const j: unknown = JSON.parse(line);
       assert.ok(isRecord(j), 'each line is a JSON object');

@@ -6,10 +6,10 @@
  */
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { after, before, beforeEach, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import OpenAI from 'openai';
-import { startGateway, type TestGateway } from './support/gateway.ts';
-import { startFakeOpenAI, type FakeUpstream } from './support/fake-openai-upstream.ts';
+import type { TestGateway } from './support/gateway.ts';
+import { upstreamsWithGateway } from './support/suite.ts';
 
 const KEYS = {
   rpm: 'sk-gw-rpm-key-0001',
@@ -69,20 +69,10 @@ async function eventually(f: () => Promise<boolean>, what: string): Promise<void
 }
 
 describe('per-key limits, end to end', () => {
-  let up: FakeUpstream;
-  let gw: TestGateway;
-  before(async () => {
-    up = await startFakeOpenAI();
-    gw = await startGateway(config(up.url));
-  });
-  after(async () => {
-    await gw.close();
-    await up.close();
-  });
-  beforeEach(() => up.reset());
+  const ctx = upstreamsWithGateway({ upstreams: { up: {} }, yaml: ({ up }) => config(up.url), reset: 'beforeEach' });
 
   it('rpm: N requests pass with x-ratelimit headers, the next gets 429 with retry-after and never reaches the upstream', async () => {
-    const c = client(gw, KEYS.rpm);
+    const c = client(ctx.gw, KEYS.rpm);
     const first = await c.chat.completions.create(ask('rpm-chat')).withResponse();
     assert.equal(first.response.headers.get('x-ratelimit-limit-requests'), '2');
     assert.equal(first.response.headers.get('x-ratelimit-remaining-requests'), '1');
@@ -102,18 +92,18 @@ describe('per-key limits, end to end', () => {
     assert.ok(Number(h.get('retry-after-ms')) > 0);
     assert.equal(h.get('x-ratelimit-remaining-requests'), '0');
     assert.equal(h.get('content-type'), 'application/json');
-    assert.equal(up.requests.length, 2, 'the refused request did not reach the upstream');
+    assert.equal(ctx.up.requests.length, 2, 'the refused request did not reach the upstream');
   });
 
   it('a key without limits gets no x-ratelimit headers', async () => {
-    const r = await client(gw, KEYS.free).chat.completions.create(ask('chat')).withResponse();
+    const r = await client(ctx.gw, KEYS.free).chat.completions.create(ask('chat')).withResponse();
     assert.equal(r.response.headers.get('x-ratelimit-limit-requests'), null);
   });
 
   it('tpm: the reservation (prompt + max_tokens) is reconciled with the real usage', async () => {
-    const c = client(gw, KEYS.tpm);
+    const c = client(ctx.gw, KEYS.tpm);
     // reserves ~12 prompt tokens + 600; the upstream reports 5 + 3
-    up.onModel('gpt-4o-mini', { kind: 'reply', content: 'one two three', usage: { prompt_tokens: 5, completion_tokens: 3 } });
+    ctx.up.onModel('gpt-4o-mini', { kind: 'reply', content: 'one two three', usage: { prompt_tokens: 5, completion_tokens: 3 } });
     const a = await c.chat.completions.create(ask('tpm-chat', { max_tokens: 600 })).withResponse();
     const remainingAfterReserve = Number(a.response.headers.get('x-ratelimit-remaining-tokens'));
     assert.ok(remainingAfterReserve < 400 && remainingAfterReserve > 350, `remaining ${remainingAfterReserve}`);
@@ -125,26 +115,26 @@ describe('per-key limits, end to end', () => {
     assert.equal(e.status, 429);
     assert.match(e.message, /Request too large for key 'tpm' on tokens per minute \(tpm\): Limit 1000/);
     assert.equal(e.headers?.get('x-should-retry'), 'false');
-    assert.equal(up.requests.length, 2);
+    assert.equal(ctx.up.requests.length, 2);
   });
 
   it('tpm: streams are reconciled from their usage chunk (the gateway asks for it even when the client does not)', async () => {
-    const c = client(gw, KEYS.tpm);
+    const c = client(ctx.gw, KEYS.tpm);
     await new Promise((r) => setTimeout(r, 5)); // nothing else in flight for this key
-    up.onModel('gpt-4o-mini', { kind: 'stream', chunks: ['a ', 'b'] });
+    ctx.up.onModel('gpt-4o-mini', { kind: 'stream', chunks: ['a ', 'b'] });
     for (let i = 0; i < 3; i++) {
       const s = await c.chat.completions.create(askStream('tpm-chat', { max_tokens: 500 }));
       let text = '';
       for await (const ch of s) text += ch.choices[0]?.delta.content ?? '';
       assert.equal(text, 'a b');
-      const sent = up.requests.at(-1)?.body as { stream_options?: { include_usage?: boolean } };
+      const sent = ctx.up.requests.at(-1)?.body as { stream_options?: { include_usage?: boolean } };
       assert.equal(sent.stream_options?.include_usage, true);
     }
   });
 
   it('concurrency: a second request while one is in flight gets 429; the lease is released at stream end', async () => {
-    const c = client(gw, KEYS.conc);
-    up.onModel('gpt-4o-mini', { kind: 'stream', chunks: ['slow ', 'stream ', 'here'], delayMs: 150 });
+    const c = client(ctx.gw, KEYS.conc);
+    ctx.up.onModel('gpt-4o-mini', { kind: 'stream', chunks: ['slow ', 'stream ', 'here'], delayMs: 150 });
     const s = await c.chat.completions.create(askStream('conc-chat'));
     const e = await apiError(c.chat.completions.create(ask('conc-chat')));
     assert.equal(e.status, 429);
@@ -152,7 +142,7 @@ describe('per-key limits, end to end', () => {
     let text = '';
     for await (const ch of s) text += ch.choices[0]?.delta.content ?? '';
     assert.equal(text, 'slow stream here');
-    up.onModel('gpt-4o-mini', { kind: 'reply', content: 'ok' });
+    ctx.up.onModel('gpt-4o-mini', { kind: 'reply', content: 'ok' });
     await eventually(async () => {
       try {
         await c.chat.completions.create(ask('conc-chat'));
@@ -164,15 +154,15 @@ describe('per-key limits, end to end', () => {
   });
 
   it('concurrency: the lease is released when the client aborts, and when the upstream fails', async () => {
-    const c = client(gw, KEYS.conc);
-    up.onModel('gpt-4o-mini', { kind: 'stream', chunks: ['a ', 'b ', 'c ', 'd ', 'e'], delayMs: 400 });
+    const c = client(ctx.gw, KEYS.conc);
+    ctx.up.onModel('gpt-4o-mini', { kind: 'stream', chunks: ['a ', 'b ', 'c ', 'd ', 'e'], delayMs: 400 });
     const ac = new AbortController();
     const s = await c.chat.completions.create(askStream('conc-chat'), { signal: ac.signal });
     const it = s[Symbol.asyncIterator]();
     await it.next();
     ac.abort();
-    await up.waitForClientAbort();
-    up.onModel('gpt-4o-mini', { kind: 'error', status: 400, message: 'bad thing' });
+    await ctx.up.waitForClientAbort();
+    ctx.up.onModel('gpt-4o-mini', { kind: 'error', status: 400, message: 'bad thing' });
     await eventually(async () => {
       try {
         await c.chat.completions.create(ask('conc-chat'));
@@ -187,9 +177,9 @@ describe('per-key limits, end to end', () => {
   });
 
   it('budget: spend = usage × price; once spent, 429 budget_exceeded with x-should-retry: false', async () => {
-    const c = client(gw, KEYS.budget);
+    const c = client(ctx.gw, KEYS.budget);
     // price 1000 USD per 1M tokens both ways: 30 tokens = $0.03
-    up.onModel('gpt-4o-mini', { kind: 'reply', content: 'x', usage: { prompt_tokens: 20, completion_tokens: 10 } });
+    ctx.up.onModel('gpt-4o-mini', { kind: 'reply', content: 'x', usage: { prompt_tokens: 20, completion_tokens: 10 } });
     await c.chat.completions.create(ask('chat'));
     await c.chat.completions.create(ask('chat')); // $0.06 now: over the $0.05
     const e = await apiError(c.chat.completions.create(ask('chat')));
@@ -200,11 +190,11 @@ describe('per-key limits, end to end', () => {
     assert.equal(e.headers?.get('x-should-retry'), 'false');
     const retryAfter = Number(e.headers?.get('retry-after'));
     assert.ok(retryAfter > 0 && retryAfter <= 86_400);
-    assert.equal(up.requests.length, 2);
+    assert.equal(ctx.up.requests.length, 2);
   });
 
   it('models: a key limited to some models gets 404 for the others, and /v1/models lists only its own', async () => {
-    const c = client(gw, KEYS.only);
+    const c = client(ctx.gw, KEYS.only);
     await c.chat.completions.create(ask('chat'));
     const e = await apiError(c.chat.completions.create(ask('other')));
     assert.equal(e.status, 404);
@@ -214,22 +204,22 @@ describe('per-key limits, end to end', () => {
       list.data.map((m) => m.id),
       ['chat'],
     );
-    const all = await client(gw, KEYS.free).models.list();
+    const all = await client(ctx.gw, KEYS.free).models.list();
     assert.ok(all.data.length > 1);
   });
 
   it('key_sha256: the key is accepted although the config holds only its digest', async () => {
-    const r = await client(gw, KEYS.hashed).chat.completions.create(ask('chat')).withResponse();
+    const r = await client(ctx.gw, KEYS.hashed).chat.completions.create(ask('chat')).withResponse();
     assert.equal(r.response.status, 200);
     assert.equal(r.response.headers.get('x-ratelimit-limit-requests'), '100');
     assert.equal(r.response.headers.get('x-ratelimit-limit-tokens'), '100000');
-    const e = await apiError(client(gw, sha(KEYS.hashed)).chat.completions.create(ask('chat')));
+    const e = await apiError(client(ctx.gw, sha(KEYS.hashed)).chat.completions.create(ask('chat')));
     assert.equal(e.status, 401, 'the digest itself is not a key');
   });
 
   it('the request log names the key and never contains it', async () => {
-    await client(gw, KEYS.rpm).models.list();
-    const text = gw.logs.join('');
+    await client(ctx.gw, KEYS.rpm).models.list();
+    const text = ctx.gw.logs.join('');
     for (const k of Object.values(KEYS)) assert.ok(!text.includes(k));
   });
 });

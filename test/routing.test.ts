@@ -11,13 +11,14 @@
  * Breaker state is per (backend, upstream model), so tests that open breakers use their own
  * upstream model names, and each describe has its own gateway and fakes.
  */
-import { after, afterEach, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import OpenAI from 'openai';
-import { startFakeOpenAI, type Behaviour, type FakeUpstream } from './support/fake-openai-upstream.ts';
-import { startGateway, type TestGateway } from './support/gateway.ts';
+import type { Behaviour } from './support/fake-openai-upstream.ts';
+import type { TestGateway } from './support/gateway.ts';
+import { upstreamsWithGateway } from './support/suite.ts';
 
 const KEY_A = 'sk-test-a-secret';
 const KEY_B = 'sk-test-b-secret';
@@ -105,15 +106,9 @@ function share<T>(xs: readonly T[], x: T): number {
 // ---------------------------------------------------------------------------------------------
 
 describe('retries of the same target, deadlines, pins and the all-failed error', () => {
-  let fakeA: FakeUpstream;
-  let fakeB: FakeUpstream;
-  let gw: TestGateway;
-  let client: OpenAI;
-
-  before(async () => {
-    fakeA = await startFakeOpenAI({ apiKey: KEY_A });
-    fakeB = await startFakeOpenAI({ apiKey: KEY_B });
-    gw = await startGateway(`
+  const ctx = upstreamsWithGateway({
+    upstreams: { fakeA: { apiKey: KEY_A }, fakeB: { apiKey: KEY_B } },
+    yaml: ({ fakeA, fakeB }) => `
 # Retries ON with a short backoff; the breaker is off here (it has its own describe below).
 routing:
   retry: { max_retries: 2, base_delay_ms: 20, max_delay_ms: 40 }
@@ -132,151 +127,140 @@ models:
     retry: { max_retries: 1, base_delay_ms: 20, max_delay_ms: 40 }
     targets: [ { backend: alpha, model: alpha-model }, { backend: bravo, model: bravo-model } ]
   slow: { targets: [ { backend: patient, model: slow-model } ] }
-`);
-    client = sdk(gw);
-  });
-
-  afterEach(() => {
-    fakeA.reset();
-    fakeB.reset();
-  });
-
-  after(async () => {
-    await gw?.close();
-    await fakeA?.close();
-    await fakeB?.close();
+`,
+    extras: ({ gw }) => ({ client: sdk(gw) }),
   });
 
   describe('retries', () => {
     test('503 once, then OK → served by the same target on its second attempt', async () => {
-      fakeA.enqueue(err503);
-      const r = await ask(client, 'm');
+      ctx.fakeA.enqueue(err503);
+      const r = await ask(ctx.client, 'm');
       assert.equal(r.content, 'Hello from alpha-model');
       assert.equal(r.backend, 'alpha');
       assert.equal(r.attempts, '2');
-      assert.equal(fakeA.requests.length, 2, 'alpha saw the first try and the retry');
-      assert.equal(fakeB.requests.length, 0, 'no failover');
+      assert.equal(ctx.fakeA.requests.length, 2, 'alpha saw the first try and the retry');
+      assert.equal(ctx.fakeB.requests.length, 0, 'no failover');
     });
 
     test('with retry.max_retries: 0 on the model → fails over instead', async () => {
-      fakeA.enqueue(err503);
-      const r = await ask(client, 'no-retry');
+      ctx.fakeA.enqueue(err503);
+      const r = await ask(ctx.client, 'no-retry');
       assert.equal(r.content, 'Hello from bravo-model');
       assert.equal(r.backend, 'bravo');
       assert.equal(r.attempts, '2');
-      assert.equal(fakeA.requests.length, 1);
-      assert.equal(fakeB.requests.length, 1);
+      assert.equal(ctx.fakeA.requests.length, 1);
+      assert.equal(ctx.fakeB.requests.length, 1);
     });
 
     test('the backoff honours retry-after-ms from the upstream', async () => {
-      fakeA.enqueue({ kind: 'error', status: 503, message: 'busy', headers: { 'retry-after-ms': '300' } });
-      const r = await ask(client, 'm');
+      ctx.fakeA.enqueue({ kind: 'error', status: 503, message: 'busy', headers: { 'retry-after-ms': '300' } });
+      const r = await ask(ctx.client, 'm');
       assert.equal(r.backend, 'alpha');
       assert.equal(r.attempts, '2');
-      assert.equal(fakeA.requests.length, 2);
+      assert.equal(ctx.fakeA.requests.length, 2);
       // (arrival times as the fake recorded them: a poll from here could miss one on a busy machine)
-      const [first, second] = fakeA.requests.map((q) => q.at);
-      assert.ok(first !== undefined && second !== undefined, `two arrivals, got ${fakeA.requests.length}`);
+      const [first, second] = ctx.fakeA.requests.map((q) => q.at);
+      assert.ok(first !== undefined && second !== undefined, `two arrivals, got ${ctx.fakeA.requests.length}`);
       // the configured backoff is ≤ 40 ms, so a gap this long can only come from retry-after-ms
       assert.ok(second - first >= 250, `second request ${Math.round(second - first)} ms after the first, expected ≥ ~300`);
     });
 
     test('a retry-after longer than routing.max_retry_wait_ms moves to the next target at once', async () => {
-      fakeA.enqueue({ kind: 'error', status: 503, message: 'come back later', headers: { 'retry-after': '30' } });
+      ctx.fakeA.enqueue({ kind: 'error', status: 503, message: 'come back later', headers: { 'retry-after': '30' } });
       const t0 = performance.now();
-      const r = await ask(client, 'm');
+      const r = await ask(ctx.client, 'm');
       const ms = performance.now() - t0;
       assert.equal(r.backend, 'bravo');
       assert.equal(r.attempts, '2');
-      assert.equal(fakeA.requests.length, 1, 'alpha was not retried');
+      assert.equal(ctx.fakeA.requests.length, 1, 'alpha was not retried');
       assert.ok(ms < 1500, `answered after ${Math.round(ms)} ms; it must not wait for retry-after (30 s) nor max_retry_wait_ms`);
     });
 
     test('a 429 with a short retry-after is retried on the same target', async () => {
-      fakeA.enqueue({ kind: 'error', status: 429, message: 'slow down', headers: { 'retry-after-ms': '50' } });
-      const r = await ask(client, 'm');
+      ctx.fakeA.enqueue({ kind: 'error', status: 429, message: 'slow down', headers: { 'retry-after-ms': '50' } });
+      const r = await ask(ctx.client, 'm');
       assert.equal(r.backend, 'alpha');
       assert.equal(r.attempts, '2');
-      assert.equal(fakeB.requests.length, 0);
+      assert.equal(ctx.fakeB.requests.length, 0);
     });
 
     test('a client that goes away during the backoff stops the retry', async () => {
-      fakeA.enqueue({ kind: 'error', status: 503, message: 'busy', headers: { 'retry-after-ms': '1000' } });
+      ctx.fakeA.enqueue({ kind: 'error', status: 503, message: 'busy', headers: { 'retry-after-ms': '1000' } });
       const ac = new AbortController();
-      const pending = fetch(`${gw.baseURL}/chat/completions`, {
+      const pending = fetch(`${ctx.gw.baseURL}/chat/completions`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }),
         signal: ac.signal,
       });
       const start = performance.now();
-      while (fakeA.requests.length === 0 && performance.now() - start < 2000) await sleep(5);
+      while (ctx.fakeA.requests.length === 0 && performance.now() - start < 2000) await sleep(5);
       await sleep(100);
       ac.abort();
       await assert.rejects(pending);
       await sleep(1300);
-      assert.equal(fakeA.requests.length, 1, 'no retry after the client left');
-      assert.equal(fakeB.requests.length, 0, 'no failover after the client left');
+      assert.equal(ctx.fakeA.requests.length, 1, 'no retry after the client left');
+      assert.equal(ctx.fakeB.requests.length, 0, 'no failover after the client left');
     });
 
     test('a client-fault 400 → no retry, no failover, 1 attempt', async () => {
-      fakeA.enqueue({ kind: 'error', status: 400, message: 'bad value for temperature', param: 'temperature', code: 'invalid_value' });
-      const r = await post(gw, { model: 'm' });
+      ctx.fakeA.enqueue({ kind: 'error', status: 400, message: 'bad value for temperature', param: 'temperature', code: 'invalid_value' });
+      const r = await post(ctx.gw, { model: 'm' });
       assert.equal(r.status, 400);
       const e = errorOf(r);
       assert.equal(e.message, 'bad value for temperature');
       assert.equal(e.param, 'temperature');
       assert.equal(r.headers.get('x-switchyard-attempts'), '1');
-      assert.equal(fakeA.requests.length, 1);
-      assert.equal(fakeB.requests.length, 0);
+      assert.equal(ctx.fakeA.requests.length, 1);
+      assert.equal(ctx.fakeB.requests.length, 0);
     });
   });
 
   describe('per-request control headers', () => {
     test('x-switchyard-backend pins the request to that backend even though another is first', async () => {
-      const r = await ask(client, 'm', { 'x-switchyard-backend': 'bravo' });
+      const r = await ask(ctx.client, 'm', { 'x-switchyard-backend': 'bravo' });
       assert.equal(r.backend, 'bravo');
       assert.equal(r.content, 'Hello from bravo-model');
       assert.equal(r.attempts, '1');
-      assert.equal(fakeA.requests.length, 0);
+      assert.equal(ctx.fakeA.requests.length, 0);
     });
 
     test('a pinned target is not failed over away from', async () => {
-      fakeB.enqueue(err500, err500, err500);
-      const r = await post(gw, { model: 'm' }, { 'x-switchyard-backend': 'bravo' });
+      ctx.fakeB.enqueue(err500, err500, err500);
+      const r = await post(ctx.gw, { model: 'm' }, { 'x-switchyard-backend': 'bravo' });
       assert.equal(r.status, 502, r.text);
       assert.equal(r.headers.get('x-switchyard-attempts'), '3', 'one try and two retries, all on bravo');
-      assert.equal(fakeA.requests.length, 0);
-      assert.equal(fakeB.requests.length, 3);
+      assert.equal(ctx.fakeA.requests.length, 0);
+      assert.equal(ctx.fakeB.requests.length, 3);
     });
 
     for (const pin of ['patient', 'no-such-backend']) {
       test(`a pin to a backend the model has no target on ("${pin}") → 400 invalid_pin`, async () => {
-        await assert.rejects(ask(client, 'm', { 'x-switchyard-backend': pin }), (err: unknown) => {
+        await assert.rejects(ask(ctx.client, 'm', { 'x-switchyard-backend': pin }), (err: unknown) => {
           assert.ok(err instanceof OpenAI.BadRequestError, `got ${String(err)}`);
           assert.equal(err.status, 400);
           assert.equal(err.code, 'invalid_pin');
           assert.equal(err.param, 'x-switchyard-backend');
           return true;
         });
-        assert.equal(fakeA.requests.length + fakeB.requests.length, 0, 'no upstream call');
+        assert.equal(ctx.fakeA.requests.length + ctx.fakeB.requests.length, 0, 'no upstream call');
       });
     }
 
     test('x-switchyard-deadline-ms bounds a request to a hanging upstream long before timeout_ms', async () => {
-      fakeA.enqueue({ kind: 'hang' });
-      const r = await post(gw, { model: 'slow' }, { 'x-switchyard-deadline-ms': '300' });
+      ctx.fakeA.enqueue({ kind: 'hang' });
+      const r = await post(ctx.gw, { model: 'slow' }, { 'x-switchyard-deadline-ms': '300' });
       assert.equal(r.status, 504, r.text);
       const e = errorOf(r);
       assert.ok(e.code === 'deadline_exceeded' || e.code === 'upstream_timeout', `code ${String(e.code)}`);
       assert.ok(r.ms >= 250, `gave up after ${Math.round(r.ms)} ms, before the 300 ms deadline`);
       assert.ok(r.ms < 5000, `gave up after ${Math.round(r.ms)} ms; timeout_ms is 20000, the deadline 300`);
-      assert.equal(fakeA.requests.length, 1);
+      assert.equal(ctx.fakeA.requests.length, 1);
     });
 
     test("the SDK's x-stainless-timeout (seconds) caps a longer x-switchyard-deadline-ms", async () => {
-      fakeA.enqueue({ kind: 'hang' });
-      const r = await post(gw, { model: 'slow' }, { 'x-switchyard-deadline-ms': '60000', 'x-stainless-timeout': '1' });
+      ctx.fakeA.enqueue({ kind: 'hang' });
+      const r = await post(ctx.gw, { model: 'slow' }, { 'x-switchyard-deadline-ms': '60000', 'x-stainless-timeout': '1' });
       assert.equal(r.status, 504, r.text);
       assert.ok(r.ms >= 800, `gave up after ${Math.round(r.ms)} ms, before the 1 s cap`);
       assert.ok(r.ms < 8000, `gave up after ${Math.round(r.ms)} ms; the cap is 1 s`);
@@ -284,22 +268,22 @@ models:
 
     for (const bad of ['soon', '0', '-5']) {
       test(`an invalid x-switchyard-deadline-ms ("${bad}") → 400`, async () => {
-        const r = await post(gw, { model: 'm' }, { 'x-switchyard-deadline-ms': bad });
+        const r = await post(ctx.gw, { model: 'm' }, { 'x-switchyard-deadline-ms': bad });
         assert.equal(r.status, 400, r.text);
         const e = errorOf(r);
         assert.equal(e.type, 'invalid_request_error');
         assert.equal(e.param, 'x-switchyard-deadline-ms');
-        assert.equal(fakeA.requests.length + fakeB.requests.length, 0);
+        assert.equal(ctx.fakeA.requests.length + ctx.fakeB.requests.length, 0);
       });
     }
   });
 
   describe('when every target fails', () => {
     test('one error listing every attempt, the last status, x-should-retry: false, attempts = upstream calls', async () => {
-      fakeA.enqueue(err503, err503);
-      fakeB.enqueue(err500, err500);
-      const r = await post(gw, { model: 'one-retry' });
-      const calls = fakeA.requests.length + fakeB.requests.length;
+      ctx.fakeA.enqueue(err503, err503);
+      ctx.fakeB.enqueue(err500, err500);
+      const r = await post(ctx.gw, { model: 'one-retry' });
+      const calls = ctx.fakeA.requests.length + ctx.fakeB.requests.length;
       assert.equal(calls, 4, 'two tries on each target');
       // alpha answered 503 (→ 503), bravo 500 (→ 502): the status is the last one's
       assert.equal(r.status, 502, r.text);
@@ -312,9 +296,9 @@ models:
     });
 
     test('the SDK sees the same as an APIError with status and headers', async () => {
-      fakeA.enqueue(err500, err500);
-      fakeB.enqueue(err503, err503);
-      await assert.rejects(ask(client, 'one-retry'), (err: unknown) => {
+      ctx.fakeA.enqueue(err500, err500);
+      ctx.fakeB.enqueue(err503, err503);
+      await assert.rejects(ask(ctx.client, 'one-retry'), (err: unknown) => {
         assert.ok(err instanceof OpenAI.APIError, `got ${String(err)}`);
         assert.equal(err.status, 503);
         assert.match(err.message, /alpha/);
@@ -328,27 +312,27 @@ models:
 
   describe('streams', () => {
     test('503 twice before anything was sent → retried on the same target; the client sees only clean content', async () => {
-      fakeA.enqueue(err503, err503);
-      const r = await askStream(client, 'm');
+      ctx.fakeA.enqueue(err503, err503);
+      const r = await askStream(ctx.client, 'm');
       assert.equal(r.content, 'Hello from alpha-model');
       assert.equal(r.backend, 'alpha');
       assert.equal(r.attempts, '3');
-      assert.equal(fakeA.requests.length, 3);
-      assert.equal(fakeB.requests.length, 0);
+      assert.equal(ctx.fakeA.requests.length, 3);
+      assert.equal(ctx.fakeB.requests.length, 0);
     });
 
     test('a stream that dies after its role chunk, before any content, is retried with nothing sent', async () => {
-      fakeA.enqueue({ kind: 'stream', dropAfter: 0 });
-      const r = await askStream(client, 'm');
+      ctx.fakeA.enqueue({ kind: 'stream', dropAfter: 0 });
+      const r = await askStream(ctx.client, 'm');
       assert.equal(r.content, 'Hello from alpha-model');
       assert.equal(r.backend, 'alpha');
       assert.equal(r.attempts, '2');
-      assert.equal(fakeA.requests.length, 2);
+      assert.equal(ctx.fakeA.requests.length, 2);
     });
 
     test('503 twice with one retry allowed → fails over; the raw SSE body is clean and ends with [DONE]', async () => {
-      fakeA.enqueue(err503, err503);
-      const r = await post(gw, { model: 'one-retry', stream: true });
+      ctx.fakeA.enqueue(err503, err503);
+      const r = await post(ctx.gw, { model: 'one-retry', stream: true });
       assert.equal(r.status, 200);
       assert.equal(r.headers.get('x-switchyard-backend'), 'bravo');
       assert.equal(r.headers.get('x-switchyard-attempts'), '3');
@@ -370,7 +354,7 @@ models:
         if (isRecord(ch) && isRecord(ch['delta']) && typeof ch['delta']['content'] === 'string') content += ch['delta']['content'];
       }
       assert.equal(content, 'Hello from bravo-model');
-      assert.equal(fakeA.requests.length, 2);
+      assert.equal(ctx.fakeA.requests.length, 2);
     });
   });
 });
@@ -378,19 +362,13 @@ models:
 // ---------------------------------------------------------------------------------------------
 
 describe('circuit breaker', () => {
-  let fakeA: FakeUpstream;
-  let fakeB: FakeUpstream;
-  let gw: TestGateway;
-  let client: OpenAI;
-
   // Breaker state is per (backend, upstream model): every test uses its own model names.
   const model = (name: string): string =>
     `  ${name}: { targets: [ { backend: alpha, model: ${name}-a }, { backend: bravo, model: ${name}-b } ] }`;
 
-  before(async () => {
-    fakeA = await startFakeOpenAI({ apiKey: KEY_A });
-    fakeB = await startFakeOpenAI({ apiKey: KEY_B });
-    gw = await startGateway(`
+  const ctx = upstreamsWithGateway({
+    upstreams: { fakeA: { apiKey: KEY_A }, fakeB: { apiKey: KEY_B } },
+    yaml: ({ fakeA, fakeB }) => `
 routing:
   breaker: { consecutive_failures: 2, open_ms: 500, max_open_ms: 2000, min_requests: 100 }
   retry: { max_retries: 0 }
@@ -399,71 +377,60 @@ backends:
   bravo: { type: openai, base_url: "${fakeB.url}", api_key: "${KEY_B}", timeout_ms: 5000 }
 models:
 ${['opens', 'half-open', 'reopen', 'client-fault', 'all-open'].map(model).join('\n')}
-`);
-    client = sdk(gw);
-  });
-
-  afterEach(() => {
-    fakeA.reset();
-    fakeB.reset();
-  });
-
-  after(async () => {
-    await gw?.close();
-    await fakeA?.close();
-    await fakeB?.close();
+`,
+    extras: ({ gw }) => ({ client: sdk(gw) }),
   });
 
   /** Two failures on alpha, each failed over to bravo: alpha's breaker is open afterwards. */
   async function openAlpha(m: string): Promise<void> {
-    fakeA.enqueue(err500, err500);
+    ctx.fakeA.enqueue(err500, err500);
     for (let i = 0; i < 2; i++) {
-      const r = await ask(client, m);
+      const r = await ask(ctx.client, m);
       assert.equal(r.backend, 'bravo');
       assert.equal(r.attempts, '2');
     }
-    assert.equal(fakeA.requests.length, 2);
+    assert.equal(ctx.fakeA.requests.length, 2);
   }
 
   test('two failures open it: alpha gets nothing while open; after open_ms a probe goes through and its success closes it', async () => {
     await openAlpha('opens');
     for (let i = 0; i < 3; i++) {
-      const r = await ask(client, 'opens');
+      const r = await ask(ctx.client, 'opens');
       assert.equal(r.backend, 'bravo');
       assert.equal(r.attempts, '1', 'an open target is skipped, not attempted');
     }
-    assert.equal(fakeA.requests.length, 2, 'alpha received nothing while its breaker was open');
+    assert.equal(ctx.fakeA.requests.length, 2, 'alpha received nothing while its breaker was open');
 
     await sleep(700);
-    const probe = await ask(client, 'opens');
+    const probe = await ask(ctx.client, 'opens');
     assert.equal(probe.backend, 'alpha', 'the half-open probe went to alpha');
-    assert.equal(fakeA.requests.length, 3);
-    for (let i = 0; i < 3; i++) assert.equal((await ask(client, 'opens')).backend, 'alpha', 'closed again: traffic is back on alpha');
-    assert.equal(fakeA.requests.length, 6);
+    assert.equal(ctx.fakeA.requests.length, 3);
+    for (let i = 0; i < 3; i++) assert.equal((await ask(ctx.client, 'opens')).backend, 'alpha', 'closed again: traffic is back on alpha');
+    assert.equal(ctx.fakeA.requests.length, 6);
   });
 
   test('half-open lets exactly one probe through, however many requests arrive at once', async () => {
     await openAlpha('half-open');
     await sleep(700);
-    fakeA.enqueue({ kind: 'reply', delayMs: 400 }); // a slow but successful probe
-    const results = await Promise.all(Array.from({ length: 6 }, () => ask(client, 'half-open')));
+    ctx.fakeA.enqueue({ kind: 'reply', delayMs: 400 }); // a slow but successful probe
+    const results = await Promise.all(Array.from({ length: 6 }, () => ask(ctx.client, 'half-open')));
     const backends = results.map((r) => r.backend);
     assert.equal(backends.filter((b) => b === 'alpha').length, 1, `one probe on alpha, got ${backends.join(',')}`);
     assert.equal(backends.filter((b) => b === 'bravo').length, 5);
-    assert.equal(fakeA.requests.length, 3, 'alpha saw exactly one request while half-open');
-    assert.equal((await ask(client, 'half-open')).backend, 'alpha', 'the probe succeeded: closed');
+    assert.equal(ctx.fakeA.requests.length, 3, 'alpha saw exactly one request while half-open');
+    assert.equal((await ask(ctx.client, 'half-open')).backend, 'alpha', 'the probe succeeded: closed');
   });
 
   test('a failed probe reopens it for longer: the next probe comes later than the first one did', async () => {
     await openAlpha('reopen');
-    fakeA.enqueue(err500); // the first probe fails
+    ctx.fakeA.enqueue(err500); // the first probe fails
     const opened = performance.now();
     const probes: number[] = [];
     while (probes.length < 2 && performance.now() - opened < 6000) {
-      const before = fakeA.requests.length;
+      const before = ctx.fakeA.requests.length;
       const sent = performance.now();
-      const r = await ask(client, 'reopen');
-      if (fakeA.requests.length > before) {
+      const r = await ask(ctx.client, 'reopen');
+      if (ctx.fakeA.requests.length > before) {
         probes.push(sent);
         assert.equal(r.backend, probes.length === 1 ? 'bravo' : 'alpha', 'the first probe fails over, the second succeeds');
       } else {
@@ -479,45 +446,45 @@ ${['opens', 'half-open', 'reopen', 'client-fault', 'all-open'].map(model).join('
     assert.ok(firstWait >= 400, `first probe ${Math.round(firstWait)} ms after opening, expected ≥ ~500 (open_ms)`);
     assert.ok(secondWait >= 850, `second probe ${Math.round(secondWait)} ms after the first, expected ≥ ~1000 (open_ms × 2)`);
     assert.ok(secondWait > firstWait, `the reopened period (${Math.round(secondWait)} ms) is longer than the first (${Math.round(firstWait)} ms)`);
-    assert.equal(fakeA.requests.length, 4, 'two failures and two probes, nothing else');
-    assert.equal((await ask(client, 'reopen')).backend, 'alpha', 'the second probe closed it');
+    assert.equal(ctx.fakeA.requests.length, 4, 'two failures and two probes, nothing else');
+    assert.equal((await ask(ctx.client, 'reopen')).backend, 'alpha', 'the second probe closed it');
   });
 
   test('client-fault 400s never open it', async () => {
-    fakeA.enqueue(
+    ctx.fakeA.enqueue(
       { kind: 'error', status: 400, message: 'bad request 1' },
       { kind: 'error', status: 400, message: 'bad request 2' },
       { kind: 'error', status: 400, message: 'bad request 3' },
     );
     for (let i = 0; i < 3; i++) {
-      const r = await post(gw, { model: 'client-fault' });
+      const r = await post(ctx.gw, { model: 'client-fault' });
       assert.equal(r.status, 400);
       assert.equal(r.headers.get('x-switchyard-attempts'), '1');
     }
-    const r = await ask(client, 'client-fault');
+    const r = await ask(ctx.client, 'client-fault');
     assert.equal(r.backend, 'alpha', 'still closed after three 400s');
-    assert.equal(fakeA.requests.length, 4);
-    assert.equal(fakeB.requests.length, 0);
+    assert.equal(ctx.fakeA.requests.length, 4);
+    assert.equal(ctx.fakeB.requests.length, 0);
   });
 
   test('every target open → 503 circuit_open with retry-after, at once and without an upstream call', async () => {
-    fakeA.enqueue(err500, err500);
-    fakeB.enqueue(err500, err500);
+    ctx.fakeA.enqueue(err500, err500);
+    ctx.fakeB.enqueue(err500, err500);
     for (let i = 0; i < 2; i++) {
-      const r = await post(gw, { model: 'all-open' });
+      const r = await post(ctx.gw, { model: 'all-open' });
       assert.equal(r.status, 502, r.text);
       assert.equal(r.headers.get('x-switchyard-attempts'), '2');
     }
-    const calls = fakeA.requests.length + fakeB.requests.length;
+    const calls = ctx.fakeA.requests.length + ctx.fakeB.requests.length;
     assert.equal(calls, 4);
 
-    const r = await post(gw, { model: 'all-open' });
+    const r = await post(ctx.gw, { model: 'all-open' });
     assert.equal(r.status, 503, r.text);
     const e = errorOf(r);
     assert.equal(e.code, 'circuit_open');
     const ra = Number(r.headers.get('retry-after'));
     assert.ok(Number.isInteger(ra) && ra >= 1, `retry-after ${String(r.headers.get('retry-after'))}`);
-    assert.equal(fakeA.requests.length + fakeB.requests.length, calls, 'no upstream call');
+    assert.equal(ctx.fakeA.requests.length + ctx.fakeB.requests.length, calls, 'no upstream call');
     assert.ok(r.ms < 1000, `answered in ${Math.round(r.ms)} ms`);
   });
 });
@@ -525,18 +492,12 @@ ${['opens', 'half-open', 'reopen', 'client-fault', 'all-open'].map(model).join('
 // ---------------------------------------------------------------------------------------------
 
 describe('policies', () => {
-  let fakeA: FakeUpstream;
-  let fakeB: FakeUpstream;
-  let fakeC: FakeUpstream;
-  let gw: TestGateway;
   const GW_KEYS = ['team-1', 'team-2', 'team-3', 'team-4', 'team-5', 'team-6'];
   const gwKey = (name: string): string => `gw-key-${name}-0123456789`;
 
-  before(async () => {
-    fakeA = await startFakeOpenAI({ apiKey: KEY_A });
-    fakeB = await startFakeOpenAI({ apiKey: KEY_B });
-    fakeC = await startFakeOpenAI({ apiKey: KEY_C });
-    gw = await startGateway(`
+  const ctx = upstreamsWithGateway({
+    upstreams: { fakeA: { apiKey: KEY_A }, fakeB: { apiKey: KEY_B }, fakeC: { apiKey: KEY_C } },
+    yaml: ({ fakeA, fakeB, fakeC }) => `
 keys:
 ${GW_KEYS.map((k) => `  - { name: ${k}, key: "${gwKey(k)}" }`).join('\n')}
 routing:
@@ -569,23 +530,10 @@ models:
   latency:
     policy: latency
     targets: [ { backend: alpha, model: lat-slow }, { backend: bravo, model: lat-fast } ]
-`);
+`,
   });
 
-  afterEach(() => {
-    fakeA.reset();
-    fakeB.reset();
-    fakeC.reset();
-  });
-
-  after(async () => {
-    await gw?.close();
-    await fakeA?.close();
-    await fakeB?.close();
-    await fakeC?.close();
-  });
-
-  const client = (key = 'team-1'): OpenAI => sdk(gw, gwKey(key));
+  const client = (key = 'team-1'): OpenAI => sdk(ctx.gw, gwKey(key));
 
   /** `n` requests, `batch` at a time; the serving backend of each. */
   async function served(c: OpenAI, model: string, n: number, batch = 20): Promise<Array<string | null>> {
@@ -602,13 +550,13 @@ models:
     const a = share(backends, 'alpha');
     assert.ok(a >= 0.75 && a <= 0.98, `alpha served ${(a * 100).toFixed(1)} % (expected ~90 %)`);
     assert.ok(backends.every((b) => b === 'alpha' || b === 'bravo'));
-    assert.equal(fakeA.requests.length + fakeB.requests.length, 200, 'no failover, one call each');
+    assert.equal(ctx.fakeA.requests.length + ctx.fakeB.requests.length, 200, 'no failover, one call each');
   });
 
   test('weighted: a target with weight 0 gets nothing', async () => {
     const backends = await served(client(), 'drained', 50);
     assert.ok(backends.every((b) => b === 'alpha'), `all on alpha, got ${backends.join(',')}`);
-    assert.equal(fakeB.requests.length, 0);
+    assert.equal(ctx.fakeB.requests.length, 0);
   });
 
   test('weighted: a pin to a drained (weight 0) target → 400 invalid_pin, not served', async () => {
@@ -619,7 +567,7 @@ models:
       assert.match(err.message, /weight 0/);
       return true;
     });
-    assert.equal(fakeB.requests.length, 0);
+    assert.equal(ctx.fakeB.requests.length, 0);
     assert.equal((await ask(client(), 'drained', { 'x-switchyard-backend': 'alpha' })).backend, 'alpha', 'a pin to the live target works');
   });
 
@@ -643,25 +591,25 @@ models:
     assert.equal(cheapest.backend, 'charlie', 'charlie is the cheapest, although listed last');
     assert.equal(cheapest.attempts, '1');
 
-    fakeC.enqueue(err500);
+    ctx.fakeC.enqueue(err500);
     const next = await ask(client(), 'cost');
     assert.equal(next.backend, 'bravo');
     assert.equal(next.attempts, '2');
 
-    fakeC.enqueue(err500);
-    fakeB.enqueue(err500);
+    ctx.fakeC.enqueue(err500);
+    ctx.fakeB.enqueue(err500);
     const last = await ask(client(), 'cost');
     assert.equal(last.backend, 'alpha', 'the unpriced target is the last resort, although listed first');
     assert.equal(last.attempts, '3');
-    assert.equal(fakeA.requests.length, 1);
+    assert.equal(ctx.fakeA.requests.length, 1);
   });
 
   test('latency: after warm-up most requests go to the fast target; exploration still sends a few to the slow one', async () => {
-    fakeA.onModel('lat-slow', { kind: 'reply', delayMs: 300 });
+    ctx.fakeA.onModel('lat-slow', { kind: 'reply', delayMs: 300 });
     // warm-up until both are measured: an unmeasured target counts as fastest, so this takes two
     // requests unless exploration (random, 25 %) picks the measured one first, a few times in a row
-    for (let i = 0; i < 30 && (fakeA.requests.length === 0 || fakeB.requests.length === 0); i++) await ask(client(), 'latency');
-    assert.ok(fakeA.requests.length >= 1 && fakeB.requests.length >= 1, 'both measured during warm-up');
+    for (let i = 0; i < 30 && (ctx.fakeA.requests.length === 0 || ctx.fakeB.requests.length === 0); i++) await ask(client(), 'latency');
+    assert.ok(ctx.fakeA.requests.length >= 1 && ctx.fakeB.requests.length >= 1, 'both measured during warm-up');
     const backends: Array<string | null> = [];
     for (let i = 0; i < 40; i++) backends.push((await ask(client(), 'latency')).backend);
     const fast = share(backends, 'bravo');
@@ -674,15 +622,9 @@ models:
 // ---------------------------------------------------------------------------------------------
 
 describe('streams with the breaker on', () => {
-  let fakeA: FakeUpstream;
-  let fakeB: FakeUpstream;
-  let gw: TestGateway;
-  let client: OpenAI;
-
-  before(async () => {
-    fakeA = await startFakeOpenAI({ apiKey: KEY_A });
-    fakeB = await startFakeOpenAI({ apiKey: KEY_B });
-    gw = await startGateway(`
+  const ctx = upstreamsWithGateway({
+    upstreams: { fakeA: { apiKey: KEY_A }, fakeB: { apiKey: KEY_B } },
+    yaml: ({ fakeA, fakeB }) => `
 routing:
   breaker: { consecutive_failures: 1, open_ms: 30000, min_requests: 100 }
   retry: { max_retries: 1, base_delay_ms: 20, max_delay_ms: 40 }
@@ -691,24 +633,13 @@ backends:
   bravo: { type: openai, base_url: "${fakeB.url}", api_key: "${KEY_B}", timeout_ms: 5000 }
 models:
   cut: { targets: [ { backend: alpha, model: cut-a }, { backend: bravo, model: cut-b } ] }
-`);
-    client = sdk(gw);
-  });
-
-  afterEach(() => {
-    fakeA.reset();
-    fakeB.reset();
-  });
-
-  after(async () => {
-    await gw?.close();
-    await fakeA?.close();
-    await fakeB?.close();
+`,
+    extras: ({ gw }) => ({ client: sdk(gw) }),
   });
 
   test('a stream cut after its first content chunk is an error for the client and a failure for the breaker', async () => {
-    fakeA.enqueue({ kind: 'stream', dropAfter: 1 });
-    const stream = await client.chat.completions.create({ model: 'cut', messages: [{ role: 'user', content: 'hi' }], stream: true });
+    ctx.fakeA.enqueue({ kind: 'stream', dropAfter: 1 });
+    const stream = await ctx.client.chat.completions.create({ model: 'cut', messages: [{ role: 'user', content: 'hi' }], stream: true });
     let content = '';
     await assert.rejects(
       (async () => {
@@ -723,30 +654,24 @@ models:
       'the SDK iteration throws instead of ending cleanly',
     );
     assert.equal(content, 'Hello ', 'the client got what was sent before the cut, and nothing from elsewhere');
-    assert.equal(fakeA.requests.length, 1, 'committed: not retried');
-    assert.equal(fakeB.requests.length, 0, 'committed: no failover');
+    assert.equal(ctx.fakeA.requests.length, 1, 'committed: not retried');
+    assert.equal(ctx.fakeB.requests.length, 0, 'committed: no failover');
 
     // consecutive_failures: 1 → alpha's breaker is now open and the next request skips it
-    const next = await askStream(client, 'cut');
+    const next = await askStream(ctx.client, 'cut');
     assert.equal(next.backend, 'bravo');
     assert.equal(next.attempts, '1', 'alpha was skipped, not attempted');
     assert.equal(next.content, 'Hello from cut-b');
-    assert.equal(fakeA.requests.length, 1);
+    assert.equal(ctx.fakeA.requests.length, 1);
   });
 });
 
 // ---------------------------------------------------------------------------------------------
 
 describe('time-to-first-token timeout', () => {
-  let fakeA: FakeUpstream;
-  let fakeB: FakeUpstream;
-  let gw: TestGateway;
-  let client: OpenAI;
-
-  before(async () => {
-    fakeA = await startFakeOpenAI({ apiKey: KEY_A });
-    fakeB = await startFakeOpenAI({ apiKey: KEY_B });
-    gw = await startGateway(`
+  const ctx = upstreamsWithGateway({
+    upstreams: { fakeA: { apiKey: KEY_A }, fakeB: { apiKey: KEY_B } },
+    yaml: ({ fakeA, fakeB }) => `
 # The breaker is off so the stream test's timeout does not keep the non-stream test away from alpha.
 routing:
   breaker: { consecutive_failures: 0, min_requests: 1000000 }
@@ -759,25 +684,14 @@ models:
     targets:
       - { backend: alpha, model: alpha-model, first_token_timeout_ms: 300 }
       - { backend: bravo, model: bravo-model }
-`);
-    client = sdk(gw);
-  });
-
-  afterEach(() => {
-    fakeA.reset();
-    fakeB.reset();
-  });
-
-  after(async () => {
-    await gw?.close();
-    await fakeA?.close();
-    await fakeB?.close();
+`,
+    extras: ({ gw }) => ({ client: sdk(gw) }),
   });
 
   test('a stream whose upstream sends headers then stalls fails over after first_token_timeout_ms', async () => {
-    fakeA.enqueue({ kind: 'hangAfterHeaders' });
+    ctx.fakeA.enqueue({ kind: 'hangAfterHeaders' });
     const t0 = performance.now();
-    const r = await askStream(client, 'ttft');
+    const r = await askStream(ctx.client, 'ttft');
     const ms = performance.now() - t0;
     assert.equal(r.backend, 'bravo');
     assert.equal(r.attempts, '2');
@@ -787,9 +701,9 @@ models:
   });
 
   test('a non-stream request to the same target waits timeout_ms, not the first-token timeout', async () => {
-    fakeA.enqueue({ kind: 'hangAfterHeaders' });
+    ctx.fakeA.enqueue({ kind: 'hangAfterHeaders' });
     const t0 = performance.now();
-    const r = await ask(client, 'ttft');
+    const r = await ask(ctx.client, 'ttft');
     const ms = performance.now() - t0;
     assert.equal(r.backend, 'bravo');
     assert.equal(r.attempts, '2');

@@ -3,12 +3,12 @@
  * delivery, exact SSE framing, client disconnects, the commit point (failover before the first
  * content chunk, an error event after it) and the stream idle timeout.
  */
-import { after, afterEach, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import OpenAI from 'openai';
-import { startFakeOpenAI, type FakeUpstream } from './support/fake-openai-upstream.ts';
-import { startGateway, type TestGateway } from './support/gateway.ts';
+import type { FakeUpstream } from './support/fake-openai-upstream.ts';
+import { upstreamsWithGateway } from './support/suite.ts';
 
 const KEY_A = 'sk-test-a-secret';
 const KEY_B = 'sk-test-b-secret';
@@ -102,13 +102,24 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 }
 
 describe('streaming through the gateway', () => {
-  let fakeA: FakeUpstream;
-  let fakeB: FakeUpstream;
-  let gw: TestGateway;
-  let client: OpenAI;
+  const ctx = upstreamsWithGateway({
+    upstreams: { fakeA: { apiKey: KEY_A }, fakeB: { apiKey: KEY_B } },
+    yaml: ({ fakeA, fakeB }) => `
+# One attempt per target and no circuit breaker: retries and the breaker have their own tests (routing.test.ts).
+routing: { retry: { max_retries: 0 }, breaker: { consecutive_failures: 0, min_requests: 1000000 } }
+backends:
+  a: { type: openai, base_url: "${fakeA.url}", api_key: "${KEY_A}", timeout_ms: 500, stream_idle_timeout_ms: 10000 }
+  slow: { type: openai, base_url: "${fakeA.url}", api_key: "${KEY_A}", timeout_ms: 4000, stream_idle_timeout_ms: 300 }
+  b: { type: openai, base_url: "${fakeB.url}", api_key: "${KEY_B}", timeout_ms: 4000 }
+models:
+  m: { targets: [ { backend: a, model: a-model }, { backend: b, model: b-model } ] }
+  idle: { targets: [ { backend: slow, model: a-model }, { backend: b, model: b-model } ] }
+`,
+    extras: ({ gw }) => ({ client: new OpenAI({ baseURL: gw.baseURL, apiKey: 'unused', maxRetries: 0 }) }),
+  });
 
   const chatStream = (model: string, init: { signal?: AbortSignal; includeUsage?: boolean } = {}): Promise<Response> =>
-    fetch(`${gw.baseURL}/chat/completions`, {
+    fetch(`${ctx.gw.baseURL}/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({
@@ -120,40 +131,12 @@ describe('streaming through the gateway', () => {
       ...(init.signal ? { signal: init.signal } : {}),
     });
 
-  before(async () => {
-    fakeA = await startFakeOpenAI({ apiKey: KEY_A });
-    fakeB = await startFakeOpenAI({ apiKey: KEY_B });
-    gw = await startGateway(`
-# One attempt per target and no circuit breaker: retries and the breaker have their own tests (routing.test.ts).
-routing: { retry: { max_retries: 0 }, breaker: { consecutive_failures: 0, min_requests: 1000000 } }
-backends:
-  a: { type: openai, base_url: "${fakeA.url}", api_key: "${KEY_A}", timeout_ms: 500, stream_idle_timeout_ms: 10000 }
-  slow: { type: openai, base_url: "${fakeA.url}", api_key: "${KEY_A}", timeout_ms: 4000, stream_idle_timeout_ms: 300 }
-  b: { type: openai, base_url: "${fakeB.url}", api_key: "${KEY_B}", timeout_ms: 4000 }
-models:
-  m: { targets: [ { backend: a, model: a-model }, { backend: b, model: b-model } ] }
-  idle: { targets: [ { backend: slow, model: a-model }, { backend: b, model: b-model } ] }
-`);
-    client = new OpenAI({ baseURL: gw.baseURL, apiKey: 'unused', maxRetries: 0 });
-  });
-
-  afterEach(() => {
-    fakeA.reset();
-    fakeB.reset();
-  });
-
-  after(async () => {
-    await gw?.close();
-    await fakeA?.close();
-    await fakeB?.close();
-  });
-
   test('is unbuffered: the first content chunk reaches the client while the upstream is still writing', async () => {
     const chunks = ['one ', 'two ', 'three ', 'four ', 'five'];
-    fakeA.enqueue({ kind: 'stream', chunks, delayMs: 150 });
+    ctx.fakeA.enqueue({ kind: 'stream', chunks, delayMs: 150 });
     const res = await chatStream('m');
     assert.equal(res.status, 200);
-    const writes = fakeA.lastStreamWrites;
+    const writes = ctx.fakeA.lastStreamWrites;
     const sse = new SseReader(res);
     let first: ReadEvent | undefined;
     let writesWhenFirstSeen = -1;
@@ -180,7 +163,7 @@ models:
   });
 
   test('frames events exactly as `data: <json>\\n\\n` and ends with `data: [DONE]\\n\\n`', async () => {
-    fakeA.enqueue({ kind: 'stream', chunks: ['Hello ', 'world'] });
+    ctx.fakeA.enqueue({ kind: 'stream', chunks: ['Hello ', 'world'] });
     const res = await chatStream('m');
     assert.equal(res.status, 200);
     assert.match(res.headers.get('content-type') ?? '', /^text\/event-stream\b/);
@@ -218,7 +201,7 @@ models:
   });
 
   test('passes the usage chunk through when the client asks for it', async () => {
-    fakeA.enqueue({ kind: 'stream', chunks: ['Hi'] });
+    ctx.fakeA.enqueue({ kind: 'stream', chunks: ['Hi'] });
     const res = await chatStream('m', { includeUsage: true });
     const events = await new SseReader(res).rest();
     assert.equal(events[events.length - 1]?.data, '[DONE]');
@@ -231,7 +214,7 @@ models:
   });
 
   test('a client that disconnects mid-stream aborts the upstream request, and the gateway keeps serving', async () => {
-    fakeA.enqueue({ kind: 'stream', chunks: Array.from({ length: 30 }, (_, i) => `w${i} `), delayMs: 100 });
+    ctx.fakeA.enqueue({ kind: 'stream', chunks: Array.from({ length: 30 }, (_, i) => `w${i} `), delayMs: 100 });
     const ac = new AbortController();
     const res = await chatStream('m', { signal: ac.signal });
     assert.equal(res.status, 200);
@@ -239,14 +222,14 @@ models:
     for (let e = await sse.next(); e; e = await sse.next()) if (contentOf(e.data) !== '') break;
     ac.abort();
     await sse.cancel();
-    await withTimeout(fakeA.waitForClientAbort(), 3000, 'the upstream request to be aborted');
-    assert.equal(fakeA.clientAborts, 1);
-    assert.ok(fakeA.lastStreamWrites.length < 20, 'the upstream stopped writing long before the end');
-    assert.equal(fakeB.requests.length, 0, 'no failover after a client disconnect');
+    await withTimeout(ctx.fakeA.waitForClientAbort(), 3000, 'the upstream request to be aborted');
+    assert.equal(ctx.fakeA.clientAborts, 1);
+    assert.ok(ctx.fakeA.lastStreamWrites.length < 20, 'the upstream stopped writing long before the end');
+    assert.equal(ctx.fakeB.requests.length, 0, 'no failover after a client disconnect');
 
-    const again = await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'still there?' }] });
+    const again = await ctx.client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'still there?' }] });
     assert.equal(again.choices[0]?.message.content, 'Hello from a-model');
-    const s = await client.chat.completions.create({ model: 'm', stream: true, messages: [{ role: 'user', content: 'and streaming?' }] });
+    const s = await ctx.client.chat.completions.create({ model: 'm', stream: true, messages: [{ role: 'user', content: 'and streaming?' }] });
     let text = '';
     for await (const c of s) text += c.choices[0]?.delta.content ?? '';
     assert.equal(text, 'Hello from a-model');
@@ -276,7 +259,7 @@ models:
 
     for (const c of cases) {
       test(`${c.name}: raw SSE ends with data: {"error":…} and no [DONE]`, async () => {
-        fakeA.enqueue(c.behaviour);
+        ctx.fakeA.enqueue(c.behaviour);
         const res = await chatStream('m');
         assert.equal(res.status, 200);
         assert.equal(res.headers.get('x-switchyard-backend'), 'a');
@@ -293,12 +276,12 @@ models:
         assert.ok(c.codes.includes(String(err['code'])), `code ${String(err['code'])} is one of ${c.codes.join(', ')}`);
         assert.equal(events.filter((e) => errorOf(e.data)).length, 1, 'exactly one error event');
         assert.ok(!sse.raw.includes(KEY_A) && !sse.raw.includes(KEY_B), 'no upstream key in the stream');
-        assert.equal(fakeB.requests.length, 0, 'no failover after the commit point');
+        assert.equal(ctx.fakeB.requests.length, 0, 'no failover after the commit point');
       });
 
       test(`${c.name}: the openai SDK throws an APIError from the for-await loop`, async () => {
-        fakeA.enqueue(c.behaviour);
-        const s = await client.chat.completions.create({ model: 'm', stream: true, messages: [{ role: 'user', content: 'go' }] });
+        ctx.fakeA.enqueue(c.behaviour);
+        const s = await ctx.client.chat.completions.create({ model: 'm', stream: true, messages: [{ role: 'user', content: 'go' }] });
         let text = '';
         await assert.rejects(
           (async () => {
@@ -327,7 +310,7 @@ models:
     ];
     for (const c of cases) {
       test(c.name, async () => {
-        fakeA.enqueue(c.behaviour);
+        ctx.fakeA.enqueue(c.behaviour);
         const res = await chatStream('m');
         assert.equal(res.status, 200);
         assert.equal(res.headers.get('x-switchyard-backend'), 'b');
@@ -338,17 +321,17 @@ models:
         assert.equal(events.map((e) => contentOf(e.data)).join(''), 'Hello from b-model', 'only b’s content, nothing from a');
         assert.equal(events.filter((e) => errorOf(e.data)).length, 0);
         assert.ok(sse.raw.endsWith('data: [DONE]\n\n'));
-        assert.equal(fakeA.requests.length, 1);
-        assert.equal(fakeB.requests.length, 1);
+        assert.equal(ctx.fakeA.requests.length, 1);
+        assert.equal(ctx.fakeB.requests.length, 1);
         if (c.aborted) {
-          await withTimeout(fakeA.waitForClientAbort(), 2000, 'the timed-out upstream request to be aborted');
+          await withTimeout(ctx.fakeA.waitForClientAbort(), 2000, 'the timed-out upstream request to be aborted');
         }
       });
     }
 
     test('the same through the openai SDK', async () => {
-      fakeA.enqueue({ kind: 'error', status: 502, message: 'bad gateway' });
-      const { data: s, response } = await client.chat.completions
+      ctx.fakeA.enqueue({ kind: 'error', status: 502, message: 'bad gateway' });
+      const { data: s, response } = await ctx.client.chat.completions
         .create({ model: 'm', stream: true, messages: [{ role: 'user', content: 'go' }] })
         .withResponse();
       assert.equal(response.headers.get('x-switchyard-backend'), 'b');
@@ -361,7 +344,7 @@ models:
   test('stream idle timeout: an upstream that stalls after content gets an upstream_timeout error event', async () => {
     // role chunk at once, first content after 1.2 s (within timeout_ms 4000), then another 1.2 s of
     // silence — far longer than stream_idle_timeout_ms (300).
-    fakeA.enqueue({ kind: 'stream', chunks: ['first ', 'second ', 'third'], delayMs: 1200 });
+    ctx.fakeA.enqueue({ kind: 'stream', chunks: ['first ', 'second ', 'third'], delayMs: 1200 });
     const res = await chatStream('idle');
     assert.equal(res.status, 200);
     assert.equal(res.headers.get('x-switchyard-backend'), 'slow');
@@ -380,13 +363,13 @@ models:
     const gap = last.at - firstContent.at;
     assert.ok(gap >= 200, `the idle timeout did not fire early (${gap.toFixed(0)} ms)`);
     assert.ok(gap < 1100, `the error came about stream_idle_timeout_ms after the last chunk, before the upstream's next chunk (${gap.toFixed(0)} ms)`);
-    await withTimeout(fakeA.waitForClientAbort(), 2000, 'the stalled upstream request to be aborted');
-    assert.equal(fakeB.requests.length, 0, 'no failover after the commit point');
+    await withTimeout(ctx.fakeA.waitForClientAbort(), 2000, 'the stalled upstream request to be aborted');
+    assert.equal(ctx.fakeB.requests.length, 0, 'no failover after the commit point');
   });
 
   test('the stream idle timer is re-armed by every chunk: a long stream of steady chunks completes', async () => {
     // gaps of 100 ms: the whole stream outlasts stream_idle_timeout_ms (300) but no gap does.
-    fakeA.enqueue({ kind: 'stream', chunks: ['a ', 'b ', 'c ', 'd'], delayMs: 100 });
+    ctx.fakeA.enqueue({ kind: 'stream', chunks: ['a ', 'b ', 'c ', 'd'], delayMs: 100 });
     const res = await chatStream('idle');
     const sse = new SseReader(res);
     const events = await sse.rest();
