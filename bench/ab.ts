@@ -11,8 +11,8 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Commands } from './build.ts';
 import { load, median } from './measure.ts';
-import { cpuMs, freePort, startProc, stopProc, type Pinning, type Proc } from './procs.ts';
-import { SCENARIOS, gatewayYaml, type Scenario } from './scenarios.ts';
+import { cpuMs, stopProc, type Pinning, type Proc } from './procs.ts';
+import { SCENARIOS, startSwitchyard, type Scenario } from './scenarios.ts';
 
 interface AbOptions {
   results: string;
@@ -50,10 +50,7 @@ export async function abScenario(o: AbOptions): Promise<string> {
     try {
       for (const i of order) {
         const [name, args] = builds[i] as [string, string[]];
-        const port = await freePort();
-        const yaml = join(o.results, `ab-${i}.yaml`);
-        writeFileSync(yaml, gatewayYaml({ port, mockPort: o.mock.port, cache: false }));
-        procs[i] = await startProc({ name, args: [...args, '--config', yaml], core: o.pin.enabled ? o.pin.proxyCore : undefined, port, readyPath: '/ready', quiet: true, env: o.commands.proxyEnv });
+        procs[i] = await startSwitchyard({ name, args, yamlPath: join(o.results, `ab-${i}.yaml`), mockPort: o.mock.port, core: o.pin.enabled ? o.pin.proxyCore : undefined, env: o.commands.proxyEnv });
       }
       // JIT warm-up of every scenario measured, nothing recorded
       for (const i of order) for (const sc of scenarios) await cpuPerResponse(procs[i] as Proc, sc, 3);

@@ -16,8 +16,8 @@ import { join } from 'node:path';
 import type { Commands } from './build.ts';
 import { load, median, probeStream } from './measure.ts';
 import { chatBody, streamBody } from './payloads.ts';
-import { freePort, startProc, stopProc, type Pinning, type Proc } from './procs.ts';
-import { gatewayYaml } from './scenarios.ts';
+import { startProc, stopProc, type Pinning, type Proc } from './procs.ts';
+import { startSwitchyard } from './scenarios.ts';
 
 const CHAT = '/v1/chat/completions';
 
@@ -58,21 +58,9 @@ export async function pathScenario(o: PathOptions): Promise<string> {
   try {
     procs.push(['floor', await startProc({ name: 'floor proxy', args: [...withPreload(o.commands.floor, o.root), o.mock.url], core: core(o.pin.proxyCore), env: { ...o.commands.proxyEnv, HOP_TIMES_OUT: out('floor') } })]);
     for (const [name, gateway] of gateways) {
-      const port = await freePort();
-      const yaml = join(o.results, `${name.replace(/[^A-Za-z0-9._-]/g, '_')}-path.yaml`);
-      writeFileSync(yaml, gatewayYaml({ port, mockPort: o.mock.port, cache: false }));
-      procs.push([
-        name,
-        await startProc({
-          name,
-          args: [...withPreload(gateway, o.root), '--config', yaml],
-          core: core(o.pin.proxyCore),
-          port,
-          readyPath: '/ready',
-          quiet: true,
-          env: { ...o.commands.proxyEnv, HOP_TIMES_OUT: out(name) },
-        }),
-      ]);
+      const yamlPath = join(o.results, `${name.replace(/[^A-Za-z0-9._-]/g, '_')}-path.yaml`);
+      const env = { ...o.commands.proxyEnv, HOP_TIMES_OUT: out(name) };
+      procs.push([name, await startSwitchyard({ name, args: withPreload(gateway, o.root), yamlPath, mockPort: o.mock.port, core: core(o.pin.proxyCore), env })]);
     }
     // JIT warm-up, as the bench's: nothing measured
     for (const [, p] of procs) {

@@ -17,8 +17,8 @@ import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Commands } from './build.ts';
 import { load } from './measure.ts';
-import { freePort, startProc, stopProc, type Pinning, type Proc } from './procs.ts';
-import { SCENARIOS, gatewayYaml } from './scenarios.ts';
+import { startProc, stopProc, type Pinning, type Proc } from './procs.ts';
+import { SCENARIOS, startSwitchyard } from './scenarios.ts';
 
 const HZ = 2999;
 
@@ -138,11 +138,12 @@ export async function perfScenarios(ids: string[], opts: { results: string; mock
     if (!sc) throw new Error(`unknown scenario "${id}" (known: ${SCENARIOS.map((s) => s.id).join(', ')})`);
     const got: Record<string, { s: PerfSummary; rps: number }> = {};
     for (const target of ['switchyard', 'floor'] as const) {
-      const port = await freePort();
-      const yaml = join(opts.results, 'switchyard-perf.yaml');
-      writeFileSync(yaml, gatewayYaml({ port, mockPort: opts.mock.port, cache: false }));
-      const args = target === 'floor' ? ['--perf-basic-prof', ...opts.commands.floor, opts.mock.url] : ['--perf-basic-prof', ...opts.commands.gateway, '--config', yaml];
-      const proc = await startProc({ name: `${target} (perf)`, args, core: opts.pin.enabled ? opts.pin.proxyCore : undefined, env: opts.commands.proxyEnv, ...(target === 'floor' ? {} : { port, readyPath: '/ready', quiet: true }) });
+      const core = opts.pin.enabled ? opts.pin.proxyCore : undefined;
+      const name = `${target} (perf)`;
+      const proc =
+        target === 'floor'
+          ? await startProc({ name, args: ['--perf-basic-prof', ...opts.commands.floor, opts.mock.url], core, env: opts.commands.proxyEnv })
+          : await startSwitchyard({ name, args: ['--perf-basic-prof', ...opts.commands.gateway], yamlPath: join(opts.results, 'switchyard-perf.yaml'), mockPort: opts.mock.port, core, env: opts.commands.proxyEnv });
       process.stderr.write(`perf: ${target}, ${sc.label}, ${opts.seconds} s…\n`);
       try {
         const r = await record(proc, sc.path, sc.body, sc.connections, opts.seconds);

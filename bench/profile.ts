@@ -12,9 +12,9 @@ import { mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, wri
 import { join } from 'node:path';
 import type { Commands } from './build.ts';
 import { load } from './measure.ts';
-import { freePort, startProc, stopProc, type Pinning, type Proc } from './procs.ts';
+import { stopProc, type Pinning, type Proc } from './procs.ts';
 import { summarize, writeFolded, type CpuProfile } from './profile-summary.ts';
-import { CACHE_SCENARIOS, SCENARIOS, gatewayYaml } from './scenarios.ts';
+import { CACHE_SCENARIOS, SCENARIOS, startSwitchyard } from './scenarios.ts';
 
 const nowUs = (): number => Number(process.hrtime.bigint() / 1000n);
 
@@ -31,16 +31,13 @@ export async function profileScenarios(ids: string[], opts: { results: string; m
     // one file per thread (tsx's loader hooks run in a worker thread): write them apart, keep the main thread's
     const raw = join(dir, `raw-${id}`);
     rmSync(raw, { recursive: true, force: true });
-    const port = await freePort();
-    const yaml = join(opts.results, 'switchyard-profile.yaml');
-    writeFileSync(yaml, gatewayYaml({ port, mockPort: opts.mock.port, cache: cached !== undefined }));
-    const sw = await startProc({
+    const sw = await startSwitchyard({
       name: 'switchyard (cpu-prof)',
-      args: ['--cpu-prof', `--cpu-prof-dir=${raw}`, `--cpu-prof-interval=${opts.intervalUs}`, ...gw.gateway, '--config', yaml],
+      args: ['--cpu-prof', `--cpu-prof-dir=${raw}`, `--cpu-prof-interval=${opts.intervalUs}`, ...gw.gateway],
+      yamlPath: join(opts.results, 'switchyard-profile.yaml'),
+      mockPort: opts.mock.port,
+      cache: cached !== undefined,
       core: opts.pin.enabled ? opts.pin.proxyCore : undefined,
-      port,
-      readyPath: '/ready',
-      quiet: true,
       env: gw.proxyEnv,
     });
     process.stderr.write(`profiling ${sc.label} for ${opts.seconds} s (after a 2 s warm-up)…\n`);

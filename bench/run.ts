@@ -26,13 +26,13 @@ import { parseArgs } from 'node:util';
 import { compiledCommands, revisionGateway, tsxCommands } from './build.ts';
 import { combineProbes, load, median, probeStream, type LoadResult, type ProbeResult } from './measure.ts';
 import { pacedBody, streamBody } from './payloads.ts';
-import { cpuMs, freePort, machineBusyMs, machineLoad, planPinning, pinSelf, sampleRss, startProc, stopProc, type Proc } from './procs.ts';
+import { cpuMs, machineBusyMs, machineLoad, planPinning, pinSelf, sampleRss, startProc, stopProc, type Proc } from './procs.ts';
 import { abScenario } from './ab.ts';
 import { pathScenario } from './path.ts';
 import { perfScenarios } from './perf.ts';
 import { profileScenarios } from './profile.ts';
 import { render, type LongRow, type ProbeRow, type Report, type Row, type TargetName } from './report.ts';
-import { CACHE_SCENARIOS, SCENARIOS, gatewayYaml, type Scenario } from './scenarios.ts';
+import { CACHE_SCENARIOS, SCENARIOS, startSwitchyard, type Scenario } from './scenarios.ts';
 
 const { values: a } = parseArgs({
   options: {
@@ -218,10 +218,8 @@ async function main(): Promise<void> {
       return;
     }
     const gatewayProc = async (cache: boolean): Promise<Proc> => {
-      const port = await freePort();
-      const yaml = join(results, cache ? 'switchyard-cache.yaml' : 'switchyard.yaml');
-      writeFileSync(yaml, gatewayYaml({ port, mockPort: mock.port, cache }));
-      return startProc({ name: cache ? 'switchyard+cache' : 'switchyard', args: [...cmd.gateway, '--config', yaml], core: core(pin.proxyCore), port, readyPath: '/ready', quiet: true, env: cmd.proxyEnv });
+      const yamlPath = join(results, cache ? 'switchyard-cache.yaml' : 'switchyard.yaml');
+      return startSwitchyard({ name: cache ? 'switchyard+cache' : 'switchyard', args: cmd.gateway, yamlPath, mockPort: mock.port, cache, core: core(pin.proxyCore), env: cmd.proxyEnv });
     };
     // started side by side: start-up is most of the fixed cost of a run
     const booted = await Promise.allSettled([startProc({ name: 'floor proxy', args: [...cmd.floor, mock.url], core: core(pin.proxyCore), env: cmd.proxyEnv }), gatewayProc(false), gatewayProc(true)]);

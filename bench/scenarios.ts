@@ -1,4 +1,6 @@
-/** The scenarios of `npm run bench` and the gateway configs it generates. */
+/** The scenarios of `npm run bench`, the gateway configs it generates, and the gateway's start. */
+import { writeFileSync } from 'node:fs';
+import { freePort, startProc, type Proc } from './procs.ts';
 import { CHAT_MODEL, EMBED_MODEL, PACED_MODEL, chatBody, embedBase64Body, embedFloatBody, streamBody } from './payloads.ts';
 
 export interface Scenario {
@@ -45,4 +47,15 @@ export function gatewayYaml(opts: { port: number; mockPort: number; cache: boole
     ...(opts.cache ? ['cache: { enabled: true }'] : []),
     '',
   ].join('\n');
+}
+
+/**
+ * A Switchyard on a free port: `gatewayYaml` written to `yamlPath`, the process started with `args`
+ * (node arguments up to the script) plus `--config`, and returned once `/ready` answers 200. Its
+ * JSON log lines are discarded.
+ */
+export async function startSwitchyard(o: { name: string; args: string[]; yamlPath: string; mockPort: number; cache?: boolean; core: string | undefined; env: NodeJS.ProcessEnv }): Promise<Proc> {
+  const port = await freePort();
+  writeFileSync(o.yamlPath, gatewayYaml({ port, mockPort: o.mockPort, cache: o.cache ?? false }));
+  return startProc({ name: o.name, args: [...o.args, '--config', o.yamlPath], core: o.core, port, readyPath: '/ready', quiet: true, env: o.env });
 }
