@@ -60,7 +60,7 @@ function adminCredential(header: string | undefined): string | undefined {
 
 /**
  * Checks the client's bearer key (throws 401) and records its name; undefined when the gateway has
- * no client keys. Synchronous: it runs in `guardApi` (listener.ts) on both ways in.
+ * no client keys. Synchronous: it runs in the API's guard (api.ts) on both ways in.
  */
 export function keyCheck(keys: readonly KeyConfig[] | undefined): ((x: Exchange) => void) | undefined {
   if (!keys) return undefined;

@@ -9,7 +9,7 @@ import type { Exchange } from './exchange.ts';
 /**
  * Admits a request or throws 503 `server_overloaded`. An admitted request is released when its
  * response closes (streams count until their last byte). Synchronous, so the gate costs no
- * middleware layer of its own (it runs in `guardApi`, listener.ts).
+ * middleware layer of its own (it runs in the API's guard, api.ts).
  */
 export type Admit = (x: Exchange) => void;
 
