@@ -41,6 +41,8 @@ export async function startServer(loaded: LoadedConfig, opts: { logger?: Logger;
   const deps = runtime.deps;
   const host = opts.host ?? deps.config.server.host;
   const port = opts.port ?? deps.config.server.port;
+  // Remote backends' SDK imports finish before the listener opens: they are never "loading".
+  await runtime.prepare();
   const server = await new Promise<Server>((resolve, reject) => {
     // Node enforces headersTimeout / requestTimeout from a timer that runs every
     // connectionsCheckingInterval (30 s by default): check often enough that the configured values hold.
@@ -68,6 +70,7 @@ export async function startServer(loaded: LoadedConfig, opts: { logger?: Logger;
   });
   const addr = server.address() as AddressInfo;
   // Listen first (liveness works at once), then load local models; /ready turns 200 when all settled.
+  // (Remote backends were prepared above; start() reports their failures with the local ones.)
   deps.lifecycle.loading = runtime.start();
   const urlHost = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
 

@@ -11,7 +11,8 @@
  * tokenizer when their settings did not change (limits counters and cached answers survive).
  * Backends that changed are built and loaded *before* the switch — switching an ONNX model
  * version is a config change, and so is rolling it back — and a reload whose new backends fail to
- * load is rejected, leaving the old generation serving.
+ * load is rejected, leaving the old generation serving. New remote backends (an SDK to import) are
+ * part of that load: a generation never serves with one of them still importing.
  */
 import type { RequestListener } from 'node:http';
 import { OnnxBackend } from './backends/onnx.ts';
@@ -69,6 +70,14 @@ export class Runtime {
   /** The server's request listener: every request goes to the generation current when it arrives. */
   readonly listener: RequestListener = (incoming, outgoing) => this.gen.listener(incoming, outgoing);
 
+  /**
+   * Finishes what the first generation's remote backends need before they serve (an SDK import);
+   * awaited before the server listens, so /health 200 means they answer.
+   */
+  async prepare(): Promise<void> {
+    await this.gen.deps.registry.prepare();
+  }
+
   /** Loads the first generation's local backends and warms its services; /ready turns 200 after. */
   async start(): Promise<void> {
     const [failures] = await Promise.all([this.gen.deps.registry.loadAll(), this.gen.services.warm()]);
@@ -106,8 +115,8 @@ export class Runtime {
       lifecycle: this.lifecycle,
       traffic: this.traffic,
       statusExtras: {
-        cache: () => cacheSection(this.metrics, config.cache.enabled),
-        keys: () => keysSection(config, services.store),
+        cache: () => cacheSection(this.metrics, config.cache.enabled, { coalesced: () => services.cache?.stats.coalesced, entries: () => services.store.cacheEntries?.() }),
+        keys: () => keysSection(config, services.store, Date.now(), (key) => services.limiter.leasesHeld(key)),
       },
     };
     return { deps, listener: createListener(deps), services, loaded };

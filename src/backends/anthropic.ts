@@ -6,8 +6,10 @@
  * itself lives in pure functions: anthropic-translate.ts (requests), anthropic-response.ts
  * (responses, usage) and anthropic-stream.ts (stream events → chunks).
  *
- * The SDK is imported when the backend loads, not with the gateway: it adds about 35 MB of
- * resident memory, which a gateway without an anthropic backend should not carry.
+ * The SDK is imported by load(), not with the gateway: it adds about 35 MB of resident memory,
+ * which a gateway without an anthropic backend should not carry. The registry runs load() before
+ * the server listens (and before a reloaded generation serves), so the backend is never "loading";
+ * a call made before load() settled waits for the same import.
  */
 import type Anthropic from '@anthropic-ai/sdk';
 import type { MessageCreateParamsNonStreaming, MessageCreateParamsStreaming } from '@anthropic-ai/sdk/resources/messages';
@@ -81,7 +83,7 @@ export class AnthropicBackend implements BaseLLM {
     };
   }
 
-  /** Imports the SDK and builds the client (once); /ready waits for it. */
+  /** Imports the SDK and builds the client (once); the gateway awaits it before it serves. */
   async load(): Promise<void> {
     await this.client();
   }

@@ -60,7 +60,8 @@ export interface BaseLLM {
   /**
    * Local backends: get ready to serve (load a model, wait for a server to finish loading).
    * Called once at start-up; `/ready` answers 503 until every backend's `load` has settled, and a
-   * backend whose `load` failed answers 503 `backend_not_ready` instead of being called.
+   * backend whose `load` failed answers 503 `backend_not_ready` instead of being called. A remote
+   * backend's `load` (an SDK import) is awaited before the gateway serves: it is never "loading".
    */
   load?(): Promise<void>;
   /**

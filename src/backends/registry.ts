@@ -1,8 +1,13 @@
 /**
- * Builds one BaseLLM per configured backend. The switch is exhaustive over the config's backend
+ * Builds one BaseLLM per configured backend. The switches are exhaustive over the config's backend
  * types: adding a type to the schema without a case here fails to compile.
+ *
+ * Local backends (a model to load, a server to wait for) are `loading` until their load() settles,
+ * and /ready says so. Remote API backends are never `loading`: what their load() does (importing a
+ * vendor SDK only when such a backend is configured) is finished by prepare(), which the runtime
+ * awaits before the server listens and before a reloaded generation serves.
  */
-import type { BackendConfig, Config } from '../config/schema.ts';
+import type { BackendConfig, BackendType, Config } from '../config/schema.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { AnthropicBackend } from './anthropic.ts';
 import type { BaseLLM } from './base-llm.ts';
@@ -16,7 +21,7 @@ export interface BackendEntry {
   config: BackendConfig;
   /** Configured without its api_key: skipped by the router with a clear error. */
   unconfigured: boolean;
-  /** `loading` until the backend's load() settles; `failed` keeps it out of routing. */
+  /** `loading` until a local backend's load() settles; `failed` keeps it out of routing. */
   status: 'loading' | 'ready' | 'failed';
   /** why load() failed */
   loadError?: string;
@@ -41,8 +46,31 @@ export function createBackend(name: string, cfg: BackendConfig, logger?: Logger)
   }
 }
 
+/** Whether the type is a remote API (no model of its own to load), as opposed to a local backend. */
+export function isRemote(type: BackendType): boolean {
+  switch (type) {
+    case 'openai':
+    case 'anthropic':
+      return true;
+    case 'fake':
+    case 'llamacpp':
+    case 'onnx':
+      return false;
+    default: {
+      const never: never = type;
+      throw new Error(`unhandled backend type ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+type LoadFailure = { backend: string; error: string };
+
 export class BackendRegistry {
   private readonly entries = new Map<string, BackendEntry>();
+  /** New remote backends whose load() is still to run (prepare() or loadAll() runs it). */
+  private readonly remote = new Set<string>();
+  /** Each backend's load() in this registry, run once however many callers wait for it. */
+  private readonly loads = new Map<string, Promise<LoadFailure | undefined>>();
 
   /**
    * With `previous` (a configuration reload), a backend whose configuration did not change keeps
@@ -57,7 +85,9 @@ export class BackendRegistry {
         continue;
       }
       const llm = createBackend(name, cfg, logger);
-      this.entries.set(name, { llm, config: cfg, unconfigured: unconfigured.has(name), status: llm.load ? 'loading' : 'ready' });
+      const remote = isRemote(cfg.type);
+      if (remote && llm.load) this.remote.add(name);
+      this.entries.set(name, { llm, config: cfg, unconfigured: unconfigured.has(name), status: llm.load && !remote ? 'loading' : 'ready' });
     }
   }
 
@@ -70,38 +100,59 @@ export class BackendRegistry {
   }
 
   /** Backends that are new in this registry and failed to load. */
-  newFailures(): Array<{ backend: string; error: string }> {
+  newFailures(): LoadFailure[] {
     return [...this.entries].filter(([name, e]) => !this.reused.has(name) && e.status === 'failed').map(([backend, e]) => ({ backend, error: e.loadError ?? 'unknown error' }));
   }
 
   /**
-   * Runs every backend's load() concurrently. Resolves when all have settled; failures are
-   * recorded on the entry (and returned) rather than thrown, so one bad model does not stop the rest.
+   * Runs the load() of the new remote backends (an SDK import): the gateway awaits it before it
+   * serves, so a remote backend is ready from the first request. Failures as in loadAll().
    */
-  async loadAll(): Promise<Array<{ backend: string; error: string }>> {
-    const failures: Array<{ backend: string; error: string }> = [];
-    await Promise.all(
-      [...this.entries].map(async ([name, e]) => {
-        if (!e.llm.load || e.status !== 'loading') return;
-        try {
-          await e.llm.load();
+  async prepare(): Promise<LoadFailure[]> {
+    const results = await Promise.all([...this.remote].map((name) => this.loadOne(name)));
+    return results.filter((f) => f !== undefined);
+  }
+
+  /**
+   * Runs every backend's load() concurrently (remote ones included, once). Resolves when all have
+   * settled; failures are recorded on the entry (and returned) rather than thrown, so one bad model
+   * does not stop the rest.
+   */
+  async loadAll(): Promise<LoadFailure[]> {
+    const names = [...this.entries].filter(([name, e]) => e.llm.load && (e.status === 'loading' || this.remote.has(name))).map(([n]) => n);
+    const results = await Promise.all(names.map((name) => this.loadOne(name)));
+    return results.filter((f) => f !== undefined);
+  }
+
+  private loadOne(name: string): Promise<LoadFailure | undefined> {
+    let p = this.loads.get(name);
+    if (!p) {
+      p = this.runLoad(name);
+      this.loads.set(name, p);
+    }
+    return p;
+  }
+
+  private async runLoad(name: string): Promise<LoadFailure | undefined> {
+    const e = this.entries.get(name);
+    if (!e?.llm.load) return undefined;
+    try {
+      await e.llm.load();
+      e.status = 'ready';
+      return undefined;
+    } catch (err) {
+      e.status = 'failed';
+      e.loadError = err instanceof Error ? err.message : String(err);
+      // A backend that keeps trying (a llama-server that comes up late) rejoins when it is ready.
+      e.llm.whenReady?.().then(
+        () => {
           e.status = 'ready';
-        } catch (err) {
-          e.status = 'failed';
-          e.loadError = err instanceof Error ? err.message : String(err);
-          failures.push({ backend: name, error: e.loadError });
-          // A backend that keeps trying (a llama-server that comes up late) rejoins when it is ready.
-          e.llm.whenReady?.().then(
-            () => {
-              e.status = 'ready';
-              delete e.loadError;
-            },
-            () => {},
-          );
-        }
-      }),
-    );
-    return failures;
+          delete e.loadError;
+        },
+        () => {},
+      );
+      return { backend: name, error: e.loadError };
+    }
   }
 
   /** True once no backend is still loading. */
