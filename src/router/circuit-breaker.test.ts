@@ -99,3 +99,26 @@ describe('CircuitBreaker', () => {
     assert.equal(b.stateAt(10), 'open');
   });
 });
+
+describe('CircuitBreaker snapshot', () => {
+  it('says when it opened and until when, and nothing of the kind while closed', () => {
+    const b = new CircuitBreaker({ ...cfg, consecutive_failures: 2 });
+    assert.deepEqual(
+      { ...b.snapshot(0), failure_rate: 0 },
+      { state: 'closed', failure_rate: 0, open_ms: 1000, retry_in_ms: 0, opened_at: null, open_until: null, probe_in_flight: false },
+    );
+    b.record('failure', 100);
+    b.record('failure', 200);
+    const open = b.snapshot(300);
+    assert.equal(open.state, 'open');
+    assert.equal(open.opened_at, 200);
+    assert.equal(open.open_until, 1200);
+    assert.equal(open.retry_in_ms, 900);
+    // the open period is over: half-open, the probe goes, it fails: open for twice as long
+    assert.equal(b.tryAcquire(1200), true);
+    assert.equal(b.snapshot(1300).probe_in_flight, true);
+    assert.equal(b.snapshot(1300).open_until, null);
+    b.record('failure', 1300);
+    assert.deepEqual([b.snapshot(1400).opened_at, b.snapshot(1400).open_until], [1300, 3300]);
+  });
+});

@@ -28,9 +28,25 @@ export type Outcome = 'success' | 'failure' | 'neutral';
 
 const BUCKETS = 10;
 
+export interface BreakerSnapshot {
+  state: BreakerState;
+  /** failure share in the breaker's own window, which it empties when it opens or closes */
+  failure_rate: number;
+  /** the current (or next) open period */
+  open_ms: number;
+  retry_in_ms: number;
+  /** when it last opened (same clock as `now`); null while closed */
+  opened_at: number | null;
+  /** when the open period ends; null unless open */
+  open_until: number | null;
+  /** half-open with its single probe request under way */
+  probe_in_flight: boolean;
+}
+
 export class CircuitBreaker {
   private state: BreakerState = 'closed';
   private openUntil = 0;
+  private openedAt = 0;
   private openMs: number;
   private probeInFlight = false;
   private consecutive = 0;
@@ -105,12 +121,22 @@ export class CircuitBreaker {
     return ok + fail === 0 ? 0 : fail / (ok + fail);
   }
 
-  snapshot(now: number): { state: BreakerState; failure_rate: number; open_ms: number; retry_in_ms: number } {
-    return { state: this.stateAt(now), failure_rate: this.failureRate(now), open_ms: this.openMs, retry_in_ms: this.retryInMs(now) };
+  snapshot(now: number): BreakerSnapshot {
+    const state = this.stateAt(now);
+    return {
+      state,
+      failure_rate: this.failureRate(now),
+      open_ms: this.openMs,
+      retry_in_ms: this.retryInMs(now),
+      opened_at: state === 'closed' ? null : this.openedAt,
+      open_until: state === 'open' ? this.openUntil : null,
+      probe_in_flight: state === 'half_open' && this.probeInFlight,
+    };
   }
 
   private open(now: number, ms: number): void {
     this.state = 'open';
+    this.openedAt = now;
     this.openMs = ms;
     this.openUntil = now + ms;
     this.probeInFlight = false;

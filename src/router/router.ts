@@ -275,7 +275,7 @@ export class Router {
           const cutByClient = a.timedOut !== null && a.timeoutMs >= remaining;
           const blame = d === 'fatal' || cutByClient ? 'neutral' : 'failure';
           h.breaker.record(blame, this.clock.now());
-          if (blame === 'failure') h.stats.observeFailure(this.clock.now());
+          if (blame === 'failure') h.stats.observeFailure(this.clock.now(), e);
           if (d === 'fatal') throw finalize(e, attempts);
           last = e;
           records.push({ target: name, outcome: `${e.status} ${e.code ?? e.type}: ${e.message}` });

@@ -167,12 +167,13 @@ class Committed<T> implements AsyncIterableIterator<T>, Pollable<T> {
     if (r.done) {
       const aborted = endedByAbort(this.args.attempt, this.args.classify);
       if (aborted) {
-        this.settle(aborted.status === 499 ? 'neutral' : 'failure');
+        this.settle(aborted.status === 499 ? 'neutral' : 'failure', aborted);
         throw aborted;
       }
       if (!this.completed) {
-        this.settle('failure');
-        throw truncated(this.args.target.backend);
+        const e = truncated(this.args.target.backend);
+        this.settle('failure', e);
+        throw e;
       }
       this.settle('success');
       return DONE;
@@ -184,11 +185,11 @@ class Committed<T> implements AsyncIterableIterator<T>, Pollable<T> {
 
   private failed(err: unknown): GatewayError {
     const e = this.args.classify(err);
-    this.settle(e.status === 499 ? 'neutral' : 'failure');
+    this.settle(e.status === 499 ? 'neutral' : 'failure', e);
     return e;
   }
 
-  private settle(outcome: 'success' | 'failure' | 'neutral'): void {
+  private settle(outcome: 'success' | 'failure' | 'neutral', err?: GatewayError): void {
     if (this.settled) return;
     this.settled = true;
     this.buffered = [];
@@ -198,6 +199,6 @@ class Committed<T> implements AsyncIterableIterator<T>, Pollable<T> {
     const now = clock.now();
     health.breaker.record(outcome, now);
     if (outcome === 'success') health.stats.observeSuccess(now, now - this.started, this.ttft);
-    else if (outcome === 'failure') health.stats.observeFailure(now);
+    else if (outcome === 'failure') health.stats.observeFailure(now, err);
   }
 }
