@@ -7,6 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import OpenAI from 'openai';
 import { startFakeOpenAI, type FakeUpstream } from './support/fake-openai-upstream.ts';
 import { startGateway, type TestGateway } from './support/gateway.ts';
+import { pageText, tableRows } from './support/status-html.ts';
 
 const ADMIN = 'admin-key-0123456789abcdef';
 const TEAM = 'sk-gw-team-a-123456';
@@ -188,6 +189,149 @@ keys:
       assert.equal(again.extras.keys.limited?.requests?.remaining, limited?.requests?.remaining);
     } finally {
       await gw.close();
+    }
+  });
+});
+
+interface TargetJson {
+  backend: string;
+  breaker: string;
+  breaker_open_until: string | null;
+  breaker_retry_in_ms: number;
+  error_rate: number;
+  calls: { ok: number; failed: number; window_s: number };
+  latency: { samples: number; p50_ms: number | null; p95_ms: number | null };
+  last_error: { message: string; code: string | null; status: number | null; at: string } | null;
+  latency_score_ms: number | null;
+  latency_ms?: unknown;
+}
+
+describe('status: a target whose breaker opened on refused connections', () => {
+  let up: FakeUpstream;
+  let gw: TestGateway;
+  const admin = { authorization: `Bearer ${ADMIN}` };
+
+  before(async () => {
+    up = await startFakeOpenAI({ apiKey: UPSTREAM_KEY });
+    gw = await startGateway(`
+routing: { retry: { max_retries: 0 }, breaker: { consecutive_failures: 5, open_ms: 600000, max_open_ms: 600000 } }
+admin: { key: "${ADMIN}" }
+backends:
+  refused: { type: openai, base_url: "http://127.0.0.1:1/v1", api_key: "sk-refused-0000000" }
+  live: { type: openai, base_url: "${up.url}", api_key: "${UPSTREAM_KEY}" }
+models:
+  two: { policy: fallback, targets: [ { backend: refused, model: gone }, { backend: live, model: up-model, price: { input: 1, output: 1 } } ] }
+cache: { enabled: true }
+keys:
+  - { name: team-a, key: "${TEAM}", limits: { rpm: 100, tpm: 100000, max_concurrent: 4, budget_usd: 5, budget_period: day } }
+  - { name: free, key: "sk-free-key-0001" }
+`);
+    const client = new OpenAI({ baseURL: gw.baseURL, apiKey: TEAM, maxRetries: 0 });
+    // six calls: the first five fail on `refused` (five in a row open its breaker) and fail over;
+    // the sixth skips it. `live` answers each after at least 20 ms.
+    for (let i = 0; i < 6; i++) {
+      up.enqueue({ kind: 'reply', content: `answer ${i}`, delayMs: 20, usage: { prompt_tokens: 10, completion_tokens: 5 } });
+      const r = await client.chat.completions.create({ model: 'two', temperature: 0, messages: [{ role: 'user', content: `question ${i}` }] }).withResponse();
+      assert.equal(r.response.headers.get('x-switchyard-backend'), 'live');
+    }
+  });
+  after(async () => {
+    await gw.close();
+    await up.close();
+  });
+
+  it('GET /status: breaker open until later, the last error, failures in the error rate, measured latency apart from the score', async () => {
+    const s = (await (await fetch(`${gw.url}/status`, { headers: admin })).json()) as {
+      generated_at: string;
+      models: Array<{ name: string; targets: TargetJson[] }>;
+      extras: { cache: Record<string, unknown>; keys: Record<string, Record<string, unknown>> };
+    };
+    const [refused, live] = s.models.find((m) => m.name === 'two')?.targets ?? [];
+    assert.ok(refused && live);
+
+    assert.equal(refused.breaker, 'open');
+    assert.ok(refused.breaker_open_until !== null && Date.parse(refused.breaker_open_until) > Date.parse(s.generated_at), 'open until a time after the report');
+    assert.ok(refused.breaker_retry_in_ms > 0);
+    assert.equal(refused.last_error?.code, 'upstream_unreachable');
+    assert.equal(refused.last_error?.status, 502);
+    assert.match(refused.last_error?.message ?? '', /Could not reach backend "refused"/);
+    assert.ok(Date.parse(refused.last_error?.at ?? '') <= Date.parse(s.generated_at));
+    assert.deepEqual([refused.calls.ok, refused.calls.failed], [0, 5], 'the failures that opened the breaker are counted');
+    assert.equal(refused.error_rate, 1);
+    assert.deepEqual(refused.latency, { samples: 0, p50_ms: null, p95_ms: null }, 'no success, no measured latency');
+    assert.ok((refused.latency_score_ms ?? 0) >= 10_000, 'the policy score is reported, under its own name');
+    assert.equal(refused.latency_ms, undefined, 'the score is no longer called latency_ms');
+
+    assert.equal(live.breaker, 'closed');
+    assert.equal(live.breaker_open_until, null);
+    assert.equal(live.last_error, null);
+    assert.deepEqual([live.calls.ok, live.calls.failed, live.error_rate], [6, 0, 0]);
+    assert.equal(live.latency.samples, 6);
+    assert.ok((live.latency.p50_ms ?? 0) >= 20, `p50 ${live.latency.p50_ms}`);
+    assert.ok((live.latency.p95_ms ?? 0) >= (live.latency.p50_ms ?? Number.POSITIVE_INFINITY), `p95 ${live.latency.p95_ms}`);
+
+    assert.equal(s.extras.cache.entries, 6);
+    assert.equal(s.extras.cache.coalesced, 0);
+    assert.deepEqual(s.extras.keys['team-a']?.concurrency, { in_use: 0, limit: 4 });
+  });
+
+  it('GET / shows the same in tables, and the cache and keys as tables, not JSON', async () => {
+    const html = await (await fetch(`${gw.url}/`, { headers: admin })).text();
+    const rows = tableRows(html, 'targets');
+    const refused = rows.find((r) => r.backend === 'refused');
+    const live = rows.find((r) => r.backend === 'live');
+    assert.ok(refused && live, JSON.stringify(rows));
+    assert.match(refused.breaker ?? '', /^open until \d\d:\d\d:\d\dZ \(in \d+ s\)$/);
+    assert.match(refused['last error'] ?? '', /^502 upstream_unreachable Could not reach backend "refused".* \d\d:\d\d:\d\dZ, [\d.]+ s ago$/);
+    assert.equal(refused['errors (recent calls)'], '100.0 % 0 ok / 5 failed');
+    assert.equal(refused['latency p50 / p95 ms'], '—');
+    assert.match(refused['latency score (policy)'] ?? '', /^\d+(\.\d)?$/);
+    assert.ok(Number(refused['latency score (policy)']) >= 10_000);
+
+    assert.equal(live.breaker, 'closed');
+    assert.equal(live['last error'], '—');
+    assert.equal(live['errors (recent calls)'], '0.0 % 6 ok / 0 failed');
+    assert.match(live['latency p50 / p95 ms'] ?? '', /^\d+(\.\d)? \/ \d+(\.\d)? 6 ok$/);
+    assert.ok(!html.includes('latency ms<'), 'no column passes the score off as a measured latency');
+
+    assert.deepEqual(tableRows(html, 'cache'), [
+      { enabled: 'yes', entries: '6', hits: '0', misses: '6', bypassed: '0', coalesced: '0', 'hit ratio': '0.0 %' },
+    ]);
+    const keys = tableRows(html, 'keys');
+    assert.deepEqual(
+      keys.map((k) => [k.key, k['concurrent in use / limit']]),
+      [
+        ['team-a', '0 / 4'],
+        ['free', ''],
+      ],
+    );
+    assert.equal(keys[1]?.['requests used / limit'], 'no limits');
+    // the rpm allowance refills as time passes: the count is what is used now
+    assert.match(keys[0]?.['requests used / limit'] ?? '', /^[1-6] \/ 100 per min$/);
+    assert.match(keys[0]?.['tokens used / limit'] ?? '', /^\d+ \/ 100000 per min$/);
+    assert.match(keys[0]?.['budget used of limit'] ?? '', /^\$0\.\d{4} of \$5 \(d\d{4}-\d\d-\d\d\)$/);
+    const visible = pageText(html);
+    assert.ok(!visible.includes('{') && !html.includes('<pre>'), `no raw JSON on the page: ${visible.slice(0, 300)}`);
+    assert.match(visible, /state store: memory, ok/);
+  });
+
+  it('a key’s request in flight shows as a concurrency slot in use', async () => {
+    up.enqueue({ kind: 'hang' });
+    const abort = new AbortController();
+    const pending = fetch(`${gw.baseURL}/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TEAM}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'two', temperature: 0, messages: [{ role: 'user', content: 'hanging' }] }),
+      signal: abort.signal,
+    }).catch(() => undefined);
+    try {
+      for (let i = 0; i < 200 && up.requests.length < 7; i++) await new Promise((r) => setTimeout(r, 10));
+      assert.equal(up.requests.length, 7, 'the upstream holds the request');
+      const html = await (await fetch(`${gw.url}/`, { headers: admin })).text();
+      assert.equal(tableRows(html, 'keys')[0]?.['concurrent in use / limit'], '1 / 4');
+    } finally {
+      abort.abort();
+      await pending;
     }
   });
 });

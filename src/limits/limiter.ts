@@ -194,6 +194,13 @@ export class Limiter {
     return e;
   }
 
+  /** Concurrency leases this process holds for `key` now (for /status). */
+  leasesHeld(key: string): number {
+    let n = 0;
+    for (const t of this.live) if (t.key === key) n++;
+    return n;
+  }
+
   settleTicket(t: Ticket, delta: number, spend: { period: string; nano: number; ttlMs: number } | undefined): void {
     if (delta === 0 && !spend) return;
     this.store.settle(t, delta, spend).catch((err: unknown) => this.onError?.(err));

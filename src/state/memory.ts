@@ -175,6 +175,10 @@ export class MemoryStore implements StateStore {
     this.cache.set(key, value, { ttl: ttlMs });
   }
 
+  cacheEntries(): number {
+    return this.cache.size;
+  }
+
   status(): StoreStatus {
     return { store: 'memory', state: 'ok' };
   }

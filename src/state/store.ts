@@ -76,6 +76,8 @@ export interface StateStore {
   cacheGet(key: string): Promise<string | undefined>;
   cacheSet(key: string, value: string, ttlMs: number): Promise<void>;
   status(): StoreStatus;
+  /** Cached entries held now, when the store can tell without a scan (for /status). */
+  cacheEntries?(): number;
   close(): Promise<void>;
 }
 
