@@ -6,9 +6,13 @@
 import type { AbortLike } from './abort.ts';
 import type { Chunk, Usage } from './pipeline.ts';
 import { DONE, pollable, withEnd, type Pollable } from './pollable.ts';
-import { droppedUsageNull, PlainChunk } from './protocol/event-text.ts';
+import { addedUsageNull, droppedUsageNull, PlainChunk } from './protocol/event-text.ts';
 
-/** Drops the usage chunk (and `usage: null` fields) the client did not ask for; records usage. */
+/**
+ * Drops the usage chunk (and `usage: null` fields) the client did not ask for; records usage. A
+ * client that asked gets `usage: null` on every other chunk, as OpenAI sends it, whatever the
+ * upstream wrote (llama-server and some OpenAI-compatible vendors omit the member).
+ */
 export function shapeUsage<T extends Chunk>(src: AsyncIterable<T>, clientWantsUsage: boolean, sink: { value: Usage | undefined }): AsyncIterableIterator<T> {
   return new ShapeUsage(src[Symbol.asyncIterator](), clientWantsUsage, sink);
 }
@@ -49,10 +53,17 @@ class ShapeUsage<T extends Chunk> implements AsyncIterableIterator<T>, Pollable<
     // no usage (null at most), by its grammar
     if (chunk instanceof PlainChunk) {
       if (!this.clientWantsUsage) chunk.dropUsageNull();
+      else if (chunk.usage === undefined) chunk.addUsageNull();
       return true;
     }
     if (chunk.usage) this.sink.value = chunk.usage;
-    if (this.clientWantsUsage) return true;
+    if (this.clientWantsUsage) {
+      if (!('usage' in chunk)) {
+        chunk.usage = null;
+        addedUsageNull(chunk);
+      }
+      return true;
+    }
     if (chunk.usage && chunk.choices.length === 0) return false;
     if ('usage' in chunk) {
       delete chunk.usage;

@@ -7,7 +7,8 @@
  *   on its first delta, `input_json_delta.partial_json` fragments as `function.arguments` after
  *   (a tool call with no input gets "{}", so clients always receive parseable arguments);
  * - `message_delta` records `stop_reason` and usage; `message_stop` → the chunk with
- *   `finish_reason`, then (with include_usage) the usage chunk with `choices: []`;
+ *   `finish_reason`, then (with include_usage) the usage chunk with `choices: []` — and, as
+ *   OpenAI does, `"usage": null` on every chunk before it;
  * - `ping` and event types this version does not know are skipped; `error` throws.
  * A stream that ends before `message_stop` ends without a finish_reason: the router reports it as
  * truncated instead of a clean end.
@@ -44,7 +45,10 @@ export interface StreamOptions {
   backend: string;
   /** Values to scrub from upstream error messages. */
   secrets: ReadonlyArray<string>;
-  /** Send the final usage chunk (`choices: []`), as OpenAI does with stream_options.include_usage. */
+  /**
+   * As OpenAI does with stream_options.include_usage: `"usage": null` on every ordinary chunk and
+   * the final usage chunk (`choices: []`).
+   */
   includeUsage: boolean;
   now?: () => number;
 }
@@ -71,13 +75,12 @@ export async function* toChatChunks(events: AsyncIterable<unknown>, o: StreamOpt
   let tools = 0;
   const blocks = new Map<number, BlockState>();
 
-  const chunk = (delta: Delta, finish: Choice['finish_reason'] = null): ChatCompletionChunk => ({
-    id,
-    object: 'chat.completion.chunk',
-    created,
-    model,
-    choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
-  });
+  // With include_usage every chunk but the usage chunk carries `"usage": null`, as OpenAI's do.
+  const chunk = (delta: Delta, finish: Choice['finish_reason'] = null): ChatCompletionChunk => {
+    const c: ChatCompletionChunk = { id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] };
+    if (o.includeUsage) c.usage = null;
+    return c;
+  };
   const parse = <S extends z.ZodType>(schema: S, ev: unknown, type: string): z.infer<S> => {
     const r = schema.safeParse(ev);
     if (!r.success) throw upstreamMalformed(o.backend, `invalid "${type}" stream event`);

@@ -2,8 +2,8 @@
  * The JSON text a stream chunk was parsed from, remembered beside it so the SSE writer can forward
  * that text instead of printing the object again (one JSON.stringify per chunk less on the hot
  * path). Only objects nobody changed since they were parsed keep a text: whoever changes a chunk
- * must update or drop its text (pipeline-streams.ts does, when it removes `usage`). Texts with a
- * line break are never kept, since they could not be one `data:` line.
+ * must update or drop its text (pipeline-streams.ts does, when it removes or adds `usage`). Texts
+ * with a line break are never kept, since they could not be one `data:` line.
  *
  * Kept in a ring of the last RING chunks, found by identity: the writer asks for a chunk's text
  * soon after it was parsed (usually in the same synchronous pull, a few layers up), and a chunk
@@ -80,6 +80,18 @@ export function droppedUsageNull(value: object): void {
   const cut = withoutUsageNull(ringTexts[slot] as string);
   if (cut === undefined) forget(slot);
   else ringTexts[slot] = cut;
+}
+
+/**
+ * After `chunk.usage = null` on a chunk that had no `usage` member: its text with that member
+ * appended (the last, as OpenAI writes it), else the text is dropped and the chunk will be printed.
+ */
+export function addedUsageNull(value: object): void {
+  const slot = slotOf(value);
+  if (slot < 0) return;
+  const t = (ringTexts[slot] as string).trimEnd();
+  if (!t.startsWith('{') || !t.endsWith('}')) forget(slot);
+  else ringTexts[slot] = t.slice(1, -1).trim() === '' ? `{${USAGE_NULL}}` : `${t.slice(0, -1)},${USAGE_NULL}}`;
 }
 
 /**
@@ -319,6 +331,15 @@ export class PlainChunk {
     }
     this.scanFrom = 0;
     this.parsed = undefined;
+  }
+
+  /**
+   * Appends a top-level `"usage":null` member, as OpenAI writes it last (the client asked for usage
+   * and this chunk, from an upstream that omits the member, has none). The text stays in the grammar.
+   */
+  addUsageNull(): void {
+    this.text = `${this.text.slice(0, -1)},${USAGE_NULL}}`;
+    if (this.parsed) this.parsed.usage = null;
   }
 
   toJSON(): unknown {
