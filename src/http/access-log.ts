@@ -10,6 +10,7 @@ import type { MiddlewareHandler } from 'hono';
 import type { Deps } from '../deps.ts';
 import { costUsd } from '../telemetry/cost.ts';
 import { statusClass } from '../telemetry/metrics.ts';
+import { settleUnreadBody } from './body.ts';
 import { Exchange } from './exchange.ts';
 import type { AppEnv } from './types.ts';
 
@@ -38,8 +39,12 @@ export function accessLog(deps: Deps): MiddlewareHandler<AppEnv> {
     const x = openExchange(deps, c.env.incoming, c.env.outgoing);
     c.set('x', x);
     await next();
-    // answers written by direct.ts carry it already
-    if (!x.outgoing.headersSent) c.res.headers.set('x-request-id', x.requestId);
+    // answers written by direct.ts carry it already (and read their body)
+    if (x.outgoing.headersSent) return;
+    c.res.headers.set('x-request-id', x.requestId);
+    // a body the answer did not wait for (errors settled theirs in errorAnswer)
+    settleUnreadBody(x);
+    if (x.closeAfter) c.res.headers.set('connection', 'close');
   };
 }
 

@@ -7,7 +7,7 @@
 import type { Deps } from '../deps.ts';
 import { asGatewayError, errorHeaders, toOpenAIError } from '../errors.ts';
 import { keyCheck } from './auth.ts';
-import { discardBody } from './body.ts';
+import { settleUnreadBody } from './body.ts';
 import { chatHandler } from './chat.ts';
 import { completionsHandler } from './completions.ts';
 import { embeddingsHandler } from './embeddings.ts';
@@ -62,6 +62,8 @@ export function errorAnswer(deps: Deps, x: Exchange, err: unknown): ErrorAnswer 
   log.errorCode = e.code ?? e.type;
   if (e.attempts !== undefined) log.attempts = e.attempts;
   if (e.backend !== undefined) log.backend ??= e.backend;
+  // the body the answer does not wait for: dropped as it comes, or the connection closes after it
+  settleUnreadBody(x);
   const headers = errorHeaders(e);
   headers['content-type'] = 'application/json';
   headers['x-request-id'] = x.requestId;
@@ -79,9 +81,6 @@ export function sendError(deps: Deps, x: Exchange, err: unknown): void {
     res.destroy();
     return;
   }
-  // the body nobody read (an answer before it, such as a 401) is dropped so the connection can
-  // carry the next request, as @hono/node-server does on Hono's way in
-  if (!x.closeAfter) discardBody(x.incoming);
   a.headers['content-length'] = String(Buffer.byteLength(a.body));
   res.writeHead(a.status, a.headers);
   res.end(a.body);

@@ -2,6 +2,7 @@
  * Reads a JSON request body with a hard size limit. The limit is checked against
  * `content-length` before reading and against the bytes actually received while reading, so a
  * client that lies about the length or streams without one cannot make the gateway buffer more.
+ * A body the answer does not wait for is dropped as it comes (settleUnreadBody).
  */
 import type { IncomingMessage } from 'node:http';
 import { invalidRequest, payloadTooLarge } from '../errors.ts';
@@ -142,36 +143,104 @@ function deeperThan(root: unknown, max: number): boolean {
   return false;
 }
 
-/** How long, and how much of, a body nobody read is taken and dropped before its connection is closed. */
-const DISCARD_MS = 500;
-const DISCARD_BYTES = 64 * 1024 * 1024;
+/** How long each phase of dropping an unread body lasts, and how much of it is dropped in all. */
+const LINGER_MS = 2000;
+const LINGER_BYTES = 64 * 1024 * 1024;
+/** The rest of a body declared at most this long is dropped as it comes and its connection kept. */
+const KEEP_ALIVE_REST_BYTES = 64 * 1024;
 
 /**
- * Reads and drops the rest of a request body nobody read (its answer came first, a 401 say), so
- * the connection can carry the client's next request; a body still coming after DISCARD_MS, or
- * larger than DISCARD_BYTES, closes the connection instead (left to Node, it would be read to its
- * end however large). Call it before the answer ends.
+ * The fate of a request body the answer does not wait for (a 401, a 503, a 404 or 405, a 413 for a
+ * body over the limit, an answer to a GET that came with a body), on both ways in. Call it once
+ * the answer is decided, before its head is written: it sets `x.closeAfter` when the answer must
+ * say `connection: close`.
+ *
+ * The client may still be sending. A socket closed with unread bytes makes the kernel reset the
+ * connection, and a client still writing then gets EPIPE / ECONNRESET instead of the answer; so
+ * the rest is read and dropped, never buffered (RFC 9112 §9.6):
+ * - the rest of a body declared at most KEEP_ALIVE_REST_BYTES long is dropped as it comes and the
+ *   connection carries the next request; if it is still coming after LINGER_MS, the connection is
+ *   closed as below;
+ * - any other body (larger, of unknown length, or refused part-way) closes the connection: once
+ *   the answer is out, only the gateway's sending side is closed (FIN), and what the client still
+ *   sends is dropped until its body or its side ends;
+ * - a closing connection is destroyed after LINGER_MS, or past LINGER_BYTES, whatever still comes
+ *   (a slow or endless body holds a socket no longer than that).
  */
-export function discardBody(incoming: IncomingMessage): void {
-  if (incoming.readableEnded || incoming.destroyed || incoming.readableFlowing === true) return;
+export function settleUnreadBody(x: Exchange): void {
+  if (x.bodySettled) return;
+  x.bodySettled = true;
+  const { incoming } = x;
+  const socket = incoming.socket;
+  // complete: the parser has read all of it (the rest of it in the stream goes with the request)
+  if (incoming.complete || incoming.destroyed || socket === null || socket.destroyed) return;
+  const declared = incoming.headers['transfer-encoding'] === undefined ? Number(incoming.headers['content-length'] ?? 0) : NaN;
+  if (!(declared <= KEEP_ALIVE_REST_BYTES)) x.closeAfter = true;
+
   let bytes = 0;
-  const stop = (): void => {
-    clearTimeout(timer);
-    incoming.off('data', onData);
-    incoming.off('end', stop);
-    incoming.off('error', stop);
-  };
-  const close = (): void => {
-    stop();
-    incoming.socket?.destroySoon();
-  };
-  const onData = (chunk: Buffer): void => {
-    bytes += chunk.length;
-    if (bytes > DISCARD_BYTES) close();
-  };
-  const timer = setTimeout(close, DISCARD_MS);
+  /** the body has been read to its end */
+  let ended = false;
+  /** the gateway's sending side is closed: the connection is on its way out */
+  let closing = false;
+  let timer = setTimeout(onTimeout, LINGER_MS);
   timer.unref();
+
+  function stopReading(): void {
+    incoming.off('data', onData);
+    incoming.off('end', onEnd);
+    incoming.off('error', onGone);
+    incoming.off('close', onGone);
+  }
+  function destroy(): void {
+    clearTimeout(timer);
+    stopReading();
+    socket?.destroy();
+  }
+  /** FIN after the answer; the socket is destroyed once that is sent if the body has ended, else on its end or a bound. */
+  function halfClose(): void {
+    if (closing || socket === null) return;
+    closing = true;
+    socket.end();
+    if (ended) finish();
+  }
+  /** Nothing more to read: the socket goes once all the gateway wrote is sent (the timer still bounds that). */
+  function finish(): void {
+    stopReading();
+    if (socket === null || socket.writableFinished) destroy();
+    else socket.once('finish', destroy);
+  }
+  function onData(chunk: Buffer): void {
+    bytes += chunk.length;
+    if (bytes > LINGER_BYTES) destroy();
+  }
+  function onEnd(): void {
+    ended = true;
+    stopReading();
+    if (closing) finish();
+    // the whole body came in time: the connection carries the next request
+    else if (!x.closeAfter) clearTimeout(timer);
+  }
+  function onGone(): void {
+    if (!ended) destroy();
+  }
+  function onTimeout(): void {
+    // a kept connection whose answer is out gets a second period, half-closed
+    if (!x.closeAfter && !closing && x.outgoing.writableFinished) {
+      x.closeAfter = true;
+      timer = setTimeout(destroy, LINGER_MS);
+      timer.unref();
+      halfClose();
+      return;
+    }
+    destroy();
+  }
+
+  // Node calls destroySoon() on the socket once an answer with `connection: close` is handed to
+  // it; its own ends the socket and destroys it once that is sent, whatever is still coming in.
+  if (x.closeAfter) socket.destroySoon = halfClose;
   incoming.on('data', onData);
-  incoming.once('end', stop);
-  incoming.once('error', stop);
+  incoming.once('end', onEnd);
+  incoming.once('error', onGone);
+  incoming.once('close', onGone);
+  incoming.resume();
 }

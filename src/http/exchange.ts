@@ -31,8 +31,10 @@ export class Exchange {
   keyName: string | undefined;
   /** size of the request body as received */
   bodyBytes = 0;
-  /** the connection must close after the answer: the body was refused part-way (body.ts) */
+  /** the connection must close after the answer: the body was refused, or is not waited for (body.ts) */
   closeAfter = false;
+  /** what becomes of a body the answer does not wait for is settled (body.ts) */
+  bodySettled = false;
   /** counted in the in-flight gauge (access-log.ts) */
   inFlight = false;
 

@@ -19,8 +19,10 @@ import type { AppEnv } from './types.ts';
 export function createListener(deps: Deps): RequestListener {
   const api = createApi(deps);
   const app = createApp(deps, api);
-  // the host only names requests that come without a Host header (HTTP/1.0) in the URL Hono sees
-  const viaHono = getRequestListener((req, env) => app.fetch(req, env as AppEnv['Bindings']), { hostname: deps.config.server.host });
+  // The host only names requests that come without a Host header (HTTP/1.0) in the URL Hono sees.
+  // A body no route read is left to settleUnreadBody (body.ts) on both ways in: node-server's own
+  // clean-up would close the connection under a client still sending it.
+  const viaHono = getRequestListener((req, env) => app.fetch(req, env as AppEnv['Bindings']), { hostname: deps.config.server.host, autoCleanupIncoming: false });
   return (incoming, outgoing) => {
     let handler: ApiHandler | undefined;
     let path = incoming.url ?? '';
