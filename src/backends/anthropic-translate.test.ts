@@ -229,6 +229,70 @@ describe('toAnthropicRequest', () => {
     assert.deepEqual(ok.dropped, []);
   });
 
+  test('custom tools and their calls, custom or unknown tool_choice, unknown tool, tool call and response_format types: 400 unsupported_parameter naming the parameter', () => {
+    const fn = { type: 'function', function: { name: 'x' } };
+    const custom = { type: 'custom', custom: { name: 'code_exec' } };
+    const history = (tc: unknown): Record<string, unknown> => ({
+      messages: [user('u'), { role: 'assistant', content: null, tool_calls: [{ id: 'call_0', type: 'function', function: { name: 'x', arguments: '{}' } }, tc] }, { role: 'tool', tool_call_id: 'call_1', content: 'r' }],
+    });
+    const cases: Array<[Record<string, unknown>, string]> = [
+      [{ tools: [custom] }, 'tools[0]'],
+      [{ tools: [fn, { type: 'custom', custom: { name: 'sql', format: { type: 'grammar', grammar: { definition: 'start: "a"', syntax: 'lark' } } } }] }, 'tools[1]'],
+      [{ tools: [{ type: 'custom', custom: { name: 't', format: { type: 'text' } } }] }, 'tools[0]'],
+      [{ tools: [{ type: 'web_search_2030' }] }, 'tools[0]'],
+      [{ tools: [fn], tool_choice: { type: 'custom', custom: { name: 'x' } } }, 'tool_choice'],
+      [{ tools: [fn], tool_choice: { type: 'mcp', server_label: 'a' } }, 'tool_choice'],
+      [{ tools: [fn], tool_choice: 'validated' }, 'tool_choice'],
+      [{ tools: [fn], tool_choice: { type: 'allowed_tools', allowed_tools: { mode: 'none', tools: [fn] } } }, 'tool_choice'],
+      [{ tools: [fn], tool_choice: { type: 'allowed_tools', allowed_tools: { mode: 'auto', tools: [{ type: 'custom', custom: { name: 'x' } }] } } }, 'tool_choice.allowed_tools.tools[0]'],
+      [history({ id: 'call_1', type: 'custom', custom: { name: 'code_exec', input: 'print(1)' } }), 'messages[1].tool_calls[1]'],
+      [history({ id: 'call_1', type: 'mcp_call', mcp_call: {} }), 'messages[1].tool_calls[1]'],
+      [{ response_format: { type: 'grammar', grammar: 'start: "a"' } }, 'response_format'],
+    ];
+    for (const [extra, param] of cases) {
+      const e = gatewayError(() => toAnthropicRequest(req({ messages: [user('u')], ...extra }), NEW));
+      assert.deepEqual([e.status, e.type, e.code, e.param, e.retryable], [400, 'invalid_request_error', 'unsupported_parameter', param, false], JSON.stringify(extra));
+      assert.match(e.message, new RegExp(`^Unsupported parameter: '${param.replace(/[[\].]/g, '\\$&')}' `));
+    }
+  });
+
+  test('allowed_tools: only those tools go upstream, mode auto → auto, required → any; an unknown name is a 400', () => {
+    const tool = (name: string): Record<string, unknown> => ({ type: 'function', function: { name, parameters: { type: 'object' } } });
+    const base = { messages: [user('u')], tools: [tool('a'), tool('b'), tool('c')] };
+    const allowed = (mode: string, names: string[]): Record<string, unknown> => ({
+      type: 'allowed_tools',
+      allowed_tools: { mode, tools: names.map((n) => ({ type: 'function', function: { name: n } })) },
+    });
+    const auto = toAnthropicRequest(req({ ...base, tool_choice: allowed('auto', ['c', 'a']) }), NEW).body;
+    assert.deepEqual(auto.tools?.map((t) => ('name' in t ? t.name : '')), ['a', 'c']);
+    assert.deepEqual(auto.tool_choice, { type: 'auto' });
+    const required = toAnthropicRequest(req({ ...base, tool_choice: allowed('required', ['b']), parallel_tool_calls: false }), NEW).body;
+    assert.deepEqual(required.tools?.map((t) => ('name' in t ? t.name : '')), ['b']);
+    assert.deepEqual(required.tool_choice, { type: 'any', disable_parallel_tool_use: true });
+
+    const unknown = gatewayError(() => toAnthropicRequest(req({ ...base, tool_choice: allowed('auto', ['a', 'zzz']) }), NEW));
+    assert.deepEqual([unknown.status, unknown.param], [400, 'tool_choice.allowed_tools.tools[1]']);
+    assert.match(unknown.message, /"zzz"/);
+    const none = gatewayError(() => toAnthropicRequest(req({ ...base, tool_choice: allowed('auto', []) }), NEW));
+    assert.deepEqual([none.status, none.param], [400, 'tool_choice.allowed_tools.tools']);
+  });
+
+  test('null optionals mean absent: the same Messages request as without them, nothing reported as dropped', () => {
+    const tools = [{ type: 'function', function: { name: 'f', description: null, parameters: null, strict: null } }];
+    const plain = toAnthropicRequest(req({ messages: [user('u')], tools }), NEW);
+    const nulls = Object.fromEntries(
+      ['tool_choice', 'parallel_tool_calls', 'response_format', 'user', 'stop', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'seed', 'stream', 'stream_options', 'logprobs', 'top_logprobs', 'n', 'presence_penalty', 'frequency_penalty', 'logit_bias', 'metadata', 'reasoning_effort', 'audio', 'modalities', 'functions', 'function_call'].map((k) => [k, null]),
+    );
+    const withNulls = toAnthropicRequest(
+      req({ messages: [{ ...user('u'), name: null }, { role: 'assistant', content: 'a', tool_calls: null, function_call: null, refusal: null }, user('v')], tools, ...nulls }),
+      NEW,
+    );
+    assert.deepEqual(withNulls.dropped, []);
+    assert.deepEqual({ ...withNulls.body, messages: undefined }, { ...plain.body, messages: undefined });
+    assert.deepEqual(plain.body.tools, [{ name: 'f', input_schema: { type: 'object' } }]);
+    assert.equal(toAnthropicRequest(req({ messages: [user('u')], tools: null }), NEW).body.tools, undefined);
+  });
+
   test('sampling penalties, seed, logit_bias and unknown extras are dropped and reported; no-op values are not', () => {
     const { body, dropped } = toAnthropicRequest(
       req({ messages: [user('u')], logit_bias: { '50256': -100 }, seed: 7, presence_penalty: 0.5, frequency_penalty: 0, store: false, foo: 'bar', metadata: { a: 'b' } }),

@@ -6,7 +6,13 @@
  *   consecutive same-role turns are merged; `tool` messages become `tool_result` blocks in a user
  *   turn, assistant `tool_calls` become `tool_use` blocks; images and PDF files become blocks.
  * - Parameters Anthropic cannot honour and that change what the client gets back (`n > 1`,
- *   `logprobs`, `top_logprobs`, audio output, legacy `functions`) are a 400 `unsupported_parameter`.
+ *   `logprobs`, `top_logprobs`, audio output, legacy `functions`; custom tools, their calls in the
+ *   history and `tool_choice` naming one; `allowed_tools` with a mode other than auto/required;
+ *   tool, tool call, tool choice and response format types this gateway does not know) are a 400
+ *   `unsupported_parameter` naming the parameter (`tools[0]`, `messages[1].tool_calls[0]`, …).
+ * - `tool_choice: {type: "allowed_tools"}` sends only the allowed tools upstream, with
+ *   `tool_choice` auto (mode auto) or any (mode required): the model can call exactly those tools.
+ * - `null` for an optional parameter means absent.
  * - Parameters that only tune sampling or bookkeeping (`logit_bias`, penalties, `seed`, `store`,
  *   unknown vendor extras, and `temperature`/`top_p` on API versions that removed them) are dropped
  *   and reported in `dropped` so the caller can log a warning.
@@ -23,7 +29,17 @@ import type {
   ToolResultBlockParam,
 } from '@anthropic-ai/sdk/resources/messages';
 import { GatewayError } from '../errors.ts';
-import type { ChatMessage, ChatRequest } from '../protocol/chat.ts';
+import {
+  isAllowedToolsChoice,
+  isCustomToolCall,
+  isFunctionChoice,
+  isFunctionTool,
+  isFunctionToolCall,
+  isJsonSchemaFormat,
+  type ChatMessage,
+  type ChatRequest,
+  type FunctionTool,
+} from '../protocol/chat.ts';
 
 export interface TranslateOptions {
   /** max_tokens when the client sent neither max_tokens nor max_completion_tokens. */
@@ -82,7 +98,7 @@ function invalid(param: string, message: string): GatewayError {
   return new GatewayError(message, { status: 400, type: 'invalid_request_error', param });
 }
 
-const present = (v: unknown): boolean => v !== undefined && v !== null;
+const present = <T>(v: T): v is NonNullable<T> => v !== undefined && v !== null;
 
 export function toAnthropicRequest(req: ChatRequest, opts: TranslateOptions): Translated {
   const extra = req as Record<string, unknown>;
@@ -121,19 +137,19 @@ export function toAnthropicRequest(req: ChatRequest, opts: TranslateOptions): Tr
   const userId = req.user ?? (typeof extra.safety_identifier === 'string' ? extra.safety_identifier : undefined);
   if (userId) body.metadata = { user_id: userId };
 
-  const tools = (req.tools ?? []).map(toTool);
+  const { tools, choice } = toToolsAndChoice(req);
   if (tools.length > 0) {
     body.tools = tools;
-    const choice = toToolChoice(req.tool_choice, req.parallel_tool_calls === false);
     if (choice) body.tool_choice = choice;
   }
 
   const output: OutputConfig = {};
   const rf = req.response_format;
-  if (rf?.type === 'json_schema') {
-    output.format = { type: 'json_schema', schema: rf.json_schema.schema ?? { type: 'object' } };
-  } else if (rf?.type === 'json_object') {
-    system.push({ type: 'text', text: JSON_OBJECT_INSTRUCTION });
+  if (present(rf) && rf.type !== 'text') {
+    if (rf.type === 'json_object') system.push({ type: 'text', text: JSON_OBJECT_INSTRUCTION });
+    else if (isJsonSchemaFormat(rf)) {
+      output.format = { type: 'json_schema', schema: rf.json_schema.schema ?? { type: 'object' } };
+    } else throw unsupportedParameter('response_format', `of type "${rf.type}" is not supported with Anthropic models.`);
   }
   const effort = extra.reasoning_effort;
   if (present(effort)) {
@@ -192,7 +208,10 @@ function toTurns(msgs: ChatMessage[], system: TextBlockParam[]): Turn[] {
         else if (Array.isArray(m.content)) blocks.push(...textBlocks(m.content.map((p) => (p.type === 'text' ? p.text : p.refusal))));
         if (m.function_call) throw unsupportedParameter(`${at}.function_call`, 'is not supported with Anthropic models; use "tool_calls".');
         (m.tool_calls ?? []).forEach((tc, j) => {
-          blocks.push({ type: 'tool_use', id: tc.id, name: tc.function.name, input: parseArguments(tc.function.arguments, `${at}.tool_calls[${j}].function.arguments`) });
+          const param = `${at}.tool_calls[${j}]`;
+          if (isCustomToolCall(tc)) throw unsupportedParameter(param, 'is a custom tool call: Anthropic models have no custom (free-form input) tools.');
+          if (!isFunctionToolCall(tc)) throw unsupportedParameter(param, `has type "${tc.type}", which is not supported with Anthropic models.`);
+          blocks.push({ type: 'tool_use', id: tc.id, name: tc.function.name, input: parseArguments(tc.function.arguments, `${param}.function.arguments`) });
         });
         push('assistant', blocks);
         return;
@@ -273,7 +292,7 @@ function documentBlock(file: Record<string, unknown>, at: string): DocumentBlock
   return doc;
 }
 
-function toTool(t: NonNullable<ChatRequest['tools']>[number]): Tool {
+function toTool(t: FunctionTool): Tool {
   const params = t.function.parameters ?? {};
   const tool: Tool = { name: t.function.name, input_schema: { ...params, type: 'object' } };
   if (t.function.description) tool.description = t.function.description;
@@ -281,11 +300,38 @@ function toTool(t: NonNullable<ChatRequest['tools']>[number]): Tool {
   return tool;
 }
 
-function toToolChoice(choice: ChatRequest['tool_choice'], noParallel: boolean): ToolChoice | undefined {
-  const flag = noParallel ? { disable_parallel_tool_use: true } : {};
-  if (choice === undefined) return noParallel ? { type: 'auto', ...flag } : undefined;
-  if (choice === 'none') return { type: 'none' };
-  if (choice === 'auto') return { type: 'auto', ...flag };
-  if (choice === 'required') return { type: 'any', ...flag };
-  return { type: 'tool', name: choice.function.name, ...flag };
+/** `tools` and `tool_choice` together: `allowed_tools` decides which tools go upstream. */
+function toToolsAndChoice(req: ChatRequest): { tools: Tool[]; choice: ToolChoice | undefined } {
+  const defs: FunctionTool[] = (req.tools ?? []).map((t, i) => {
+    if (t.type === 'custom') throw unsupportedParameter(`tools[${i}]`, 'is a custom tool: Anthropic models have no custom (free-form input) tools; use a function tool.');
+    if (!isFunctionTool(t)) throw unsupportedParameter(`tools[${i}]`, `has type "${t.type}", which is not supported with Anthropic models.`);
+    return t;
+  });
+  const all = defs.map(toTool);
+  const flag = req.parallel_tool_calls === false ? { disable_parallel_tool_use: true } : {};
+  const c = req.tool_choice;
+  if (!present(c)) return { tools: all, choice: req.parallel_tool_calls === false ? { type: 'auto', ...flag } : undefined };
+  if (typeof c === 'string') {
+    if (c === 'none') return { tools: all, choice: { type: 'none' } };
+    if (c === 'auto') return { tools: all, choice: { type: 'auto', ...flag } };
+    if (c === 'required') return { tools: all, choice: { type: 'any', ...flag } };
+    throw unsupportedParameter('tool_choice', `"${c}" is not supported with Anthropic models (use none, auto or required).`);
+  }
+  if (isFunctionChoice(c)) return { tools: all, choice: { type: 'tool', name: c.function.name, ...flag } };
+  if (c.type === 'custom') throw unsupportedParameter('tool_choice', 'names a custom tool: Anthropic models have no custom tools.');
+  if (!isAllowedToolsChoice(c)) throw unsupportedParameter('tool_choice', `of type "${c.type}" is not supported with Anthropic models.`);
+  const { mode, tools: allowed } = c.allowed_tools;
+  if (mode !== 'auto' && mode !== 'required') throw unsupportedParameter('tool_choice', `with allowed_tools mode "${mode}" is not supported with Anthropic models (use auto or required).`);
+  const names = new Set<string>();
+  allowed.forEach((a, k) => {
+    const at = `tool_choice.allowed_tools.tools[${k}]`;
+    const fn = a.function;
+    const name = a.type === 'function' && typeof fn === 'object' && fn !== null && 'name' in fn ? fn.name : undefined;
+    if (typeof name !== 'string') throw unsupportedParameter(at, 'is not supported with Anthropic models: only function tools ({"type":"function","function":{"name":…}}) can be allowed.');
+    if (!all.some((t) => t.name === name)) throw invalid(at, `${at}: no function tool named "${name}" is defined in tools.`);
+    names.add(name);
+  });
+  if (names.size === 0) throw invalid('tool_choice.allowed_tools.tools', 'tool_choice.allowed_tools.tools must name at least one tool.');
+  // Anthropic has no "only these" choice: sending only these tools is what lets the model call exactly them.
+  return { tools: all.filter((t) => names.has(t.name)), choice: { type: mode === 'auto' ? 'auto' : 'any', ...flag } };
 }

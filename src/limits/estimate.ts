@@ -4,7 +4,7 @@
  * choice. The reservation is reconciled with the upstream's reported usage afterwards, so the
  * estimate only decides admission; accounting is exact.
  */
-import type { ChatRequest } from '../protocol/chat.ts';
+import { isCustomToolCall, isFunctionToolCall, type ChatRequest } from '../protocol/chat.ts';
 import type { CompletionRequest } from '../protocol/completions.ts';
 import type { EmbeddingRequest } from '../protocol/embeddings.ts';
 import type { Encoding, TokenCounter } from './tokens.ts';
@@ -37,7 +37,11 @@ export function chatPrompt(req: ChatRequest): Prompt {
       }
     }
     if (m.role === 'assistant') {
-      for (const tc of m.tool_calls ?? []) texts.push(tc.function.name, tc.function.arguments);
+      for (const tc of m.tool_calls ?? []) {
+        if (isFunctionToolCall(tc)) texts.push(tc.function.name, tc.function.arguments);
+        else if (isCustomToolCall(tc)) texts.push(tc.custom.name, tc.custom.input);
+        else texts.push(JSON.stringify(tc));
+      }
     }
   }
   if (req.tools && req.tools.length > 0) texts.push(JSON.stringify(req.tools));

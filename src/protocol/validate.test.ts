@@ -87,10 +87,24 @@ describe('parseRequest (chat)', () => {
     { name: 'n not an integer', body: { model: 'm', messages: MSGS, n: 1.5 }, param: 'n', message: /expected int/ },
     { name: 'stop list with a number', body: { model: 'm', messages: MSGS, stop: ['a', 1] }, param: 'stop[1]', message: /expected string, received number/ },
     {
-      name: 'response_format of an unknown type',
-      body: { model: 'm', messages: MSGS, response_format: { type: 'yaml' } },
-      param: 'response_format.type',
-      message: /'json_schema'/,
+      name: 'response_format json_schema without a name',
+      body: { model: 'm', messages: MSGS, response_format: { type: 'json_schema', json_schema: { schema: {} } } },
+      param: 'response_format.json_schema.name',
+      message: /expected string, received undefined/,
+    },
+    { name: 'response_format a string', body: { model: 'm', messages: MSGS, response_format: 'json' }, param: 'response_format', message: /expected object/ },
+    {
+      name: 'function tool with a numeric name',
+      body: { model: 'm', messages: MSGS, tools: [{ type: 'function', function: { name: 5 } }] },
+      param: 'tools[0].function.name',
+      message: /expected string, received number$/,
+    },
+    { name: 'tool without a type', body: { model: 'm', messages: MSGS, tools: [{ function: { name: 'f' } }] }, param: 'tools[0].type', message: /expected/ },
+    {
+      name: 'custom tool call without its input',
+      body: { model: 'm', messages: [...MSGS, { role: 'assistant', tool_calls: [{ id: 'c1', type: 'custom', custom: { name: 'x' } }] }] },
+      param: 'messages[1].tool_calls[0].custom.input',
+      message: /expected string, received undefined$/,
     },
   ];
   for (const c of cases) {
@@ -117,6 +131,66 @@ describe('parseRequest (chat)', () => {
     assert.equal(req.temperature, 0.2);
     assert.equal((req as Record<string, unknown>).top_k, 40);
     assert.equal((req as Record<string, unknown>).cache_prompt, true);
+  });
+});
+
+describe('parseRequest (chat shapes newer than the gateway, null optionals)', () => {
+  const shapes: Array<{ name: string; body: Record<string, unknown> }> = [
+    { name: 'a custom tool', body: { tools: [{ type: 'custom', custom: { name: 'code_exec' } }] } },
+    {
+      name: 'a custom tool with a grammar format',
+      body: { tools: [{ type: 'custom', custom: { name: 'sql', description: 'd', format: { type: 'grammar', grammar: { definition: 'start: "x"', syntax: 'lark' } } } }] },
+    },
+    { name: 'a custom tool with a text format', body: { tools: [{ type: 'custom', custom: { name: 'x', format: { type: 'text' } } }] } },
+    { name: 'a tool of a type not known yet', body: { tools: [{ type: 'web_search_2030', web_search_2030: {} }] } },
+    {
+      name: 'tool_choice allowed_tools',
+      body: {
+        tools: [{ type: 'function', function: { name: 'x' } }],
+        tool_choice: { type: 'allowed_tools', allowed_tools: { mode: 'auto', tools: [{ type: 'function', function: { name: 'x' } }] } },
+      },
+    },
+    { name: 'tool_choice custom', body: { tools: [{ type: 'custom', custom: { name: 'x' } }], tool_choice: { type: 'custom', custom: { name: 'x' } } } },
+    {
+      name: 'an assistant custom tool call in the history',
+      body: {
+        messages: [
+          ...MSGS,
+          { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'custom', custom: { name: 'code_exec', input: 'print(1)' } }] },
+          { role: 'tool', tool_call_id: 'call_1', content: '1' },
+        ],
+      },
+    },
+    {
+      name: 'null for every optional parameter',
+      body: Object.fromEntries(
+        ['tools', 'tool_choice', 'parallel_tool_calls', 'response_format', 'user', 'stop', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'seed', 'stream', 'stream_options', 'logprobs', 'top_logprobs', 'n', 'presence_penalty', 'frequency_penalty', 'logit_bias', 'metadata'].map((k) => [k, null]),
+      ),
+    },
+    {
+      name: 'nulls inside messages and tools (a message object sent back as the client got it)',
+      body: {
+        messages: [
+          { role: 'user', content: 'hi', name: null },
+          { role: 'assistant', content: 'hello', refusal: null, tool_calls: null, function_call: null, audio: null, annotations: [] },
+          { role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://x/y.png', detail: null } }] },
+        ],
+        tools: [{ type: 'function', function: { name: 'f', description: null, parameters: null, strict: null } }],
+      },
+    },
+  ];
+  for (const c of shapes) {
+    it(`accepts ${c.name}`, () => {
+      const body = { model: 'm', messages: MSGS, ...c.body };
+      assert.equal(parseRequest(chatRequestSchema, body), body);
+    });
+  }
+
+  it("hands on the client's own object: key order and nulls as sent", () => {
+    const body = JSON.parse('{"messages":[{"content":"hi","role":"user","x":null}],"temperature":null,"zz":{"b":1,"a":2},"model":"m"}') as unknown;
+    const req = parseRequest(chatRequestSchema, body);
+    assert.equal(req, body);
+    assert.equal(JSON.stringify(req), '{"messages":[{"content":"hi","role":"user","x":null}],"temperature":null,"zz":{"b":1,"a":2},"model":"m"}');
   });
 });
 

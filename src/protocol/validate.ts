@@ -52,13 +52,19 @@ function fullPath(issue: Issue): ReadonlyArray<PropertyKey> {
   return issue.path;
 }
 
-/** Parses `body` with `schema`, or throws one 400 naming the first offending parameter. */
+/**
+ * Checks `body` against `schema` and returns the client's own object, or throws one 400 naming the
+ * first offending parameter. The object is returned rather than zod's copy, which puts known keys
+ * first: what goes upstream keeps the client's key order, so OpenAI-compatible upstreams get the
+ * client's body with only `model` replaced. So request schemas must only check (loose objects, no
+ * defaults, coercions or transforms), which makes zod's output equal to its input.
+ */
 export function parseRequest<S extends z.ZodType>(schema: S, body: unknown): z.infer<S> {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw invalidRequest('The request body must be a JSON object.');
   }
   const r = schema.safeParse(body);
-  if (r.success) return r.data;
+  if (r.success) return body as z.infer<S>;
   throw issuesToError(r.error.issues);
 }
 

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { fromUpstreamStatus, upstreamTimeout, upstreamUnreachable, clientClosed } from '../backends/upstream-errors.ts';
+import { GatewayError } from '../errors.ts';
 import { backoffMs, disposition } from './retry.ts';
 
 const up = (status: number) => fromUpstreamStatus({ backend: 'b', status, error: { message: 'x' }, secrets: [] });
@@ -9,6 +10,12 @@ describe('disposition (error classification)', () => {
   it('client faults are fatal: no retry, no failover', () => {
     for (const s of [400, 404, 413, 422]) assert.equal(disposition(up(s)), 'fatal', String(s));
     assert.equal(disposition(clientClosed()), 'fatal');
+  });
+  it("a backend's refusal of a parameter is fatal even when marked retryable: no failover hides it", () => {
+    for (const code of ['unsupported_parameter', 'unsupported_value']) {
+      const e = new GatewayError('Unsupported parameter', { status: 400, type: 'invalid_request_error', code, param: 'tools[0]', retryable: true });
+      assert.equal(disposition(e), 'fatal', code);
+    }
   });
   it('transient upstream conditions are retried: 408?, 409, 429, 5xx, 529, connection errors', () => {
     for (const s of [409, 429, 500, 502, 503, 529]) assert.equal(disposition(up(s)), 'retry', String(s));

@@ -33,8 +33,16 @@ const FAILOVER_CODES = new Set([
   'unsupported',
 ]);
 
+/**
+ * A backend's refusal of the request as sent (a translating backend that cannot express a
+ * parameter): the client gets it even when another target could serve, and the target is not to
+ * blame, whatever `retryable` says.
+ */
+const REQUEST_FAULT_CODES = new Set(['unsupported_parameter', 'unsupported_value']);
+
 export function disposition(e: GatewayError): Disposition {
   if (!e.retryable || e.status === 499) return 'fatal';
+  if (e.code !== null && REQUEST_FAULT_CODES.has(e.code)) return 'fatal';
   if (e.code !== null && FAILOVER_CODES.has(e.code)) return 'failover';
   return 'retry';
 }
