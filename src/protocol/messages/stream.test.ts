@@ -1,0 +1,180 @@
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import Anthropic from '@anthropic-ai/sdk';
+import { GatewayError } from '../../errors.ts';
+import type { ChatCompletionChunk } from '../chat.ts';
+import { ChatToMessagesStream, sse, type MessagesStreamEvent } from './stream.ts';
+
+type Delta = Record<string, unknown>;
+const chunk = (delta: Delta, finish: string | null = null, extra: Record<string, unknown> = {}): ChatCompletionChunk =>
+  ({ id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model: 'b', choices: [{ index: 0, delta, logprobs: null, finish_reason: finish, ...extra }] }) as ChatCompletionChunk;
+const usageChunk = (prompt: number, completion: number, cached = 0): ChatCompletionChunk =>
+  ({ id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model: 'b', choices: [], usage: { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, prompt_tokens_details: { cached_tokens: cached } } }) as ChatCompletionChunk;
+
+function run(chunks: ChatCompletionChunk[], opts: Partial<ConstructorParameters<typeof ChatToMessagesStream>[0]> = {}): { events: MessagesStreamEvent[]; s: ChatToMessagesStream } {
+  const s = new ChatToMessagesStream({ model: 'claude-public', ...opts });
+  const events = [...s.start(), ...chunks.flatMap((c) => s.push(c)), ...s.finish()];
+  return { events, s };
+}
+
+/** Thinking, text, two tool calls (the second's name and arguments split over chunks), usage. */
+const TOOLS_SEQUENCE: ChatCompletionChunk[] = [
+  chunk({ role: 'assistant', content: '' }),
+  chunk({ reasoning_content: 'Need ' }),
+  chunk({ reasoning_content: 'weather.' }),
+  chunk({ content: 'Checking ' }),
+  chunk({ content: 'both.' }),
+  chunk({ tool_calls: [{ index: 0, id: 'call_a', type: 'function', function: { name: 'get_weather', arguments: '' } }] }),
+  chunk({ tool_calls: [{ index: 0, function: { arguments: '{"city":' } }] }),
+  chunk({ tool_calls: [{ index: 0, function: { arguments: '"Paris"}' } }] }),
+  chunk({ tool_calls: [{ index: 1, id: 'call_b', type: 'function', function: { arguments: '{"city"' } }] }),
+  chunk({ tool_calls: [{ index: 1, function: { name: 'get_weather', arguments: ':"Rome"}' } }] }),
+  chunk({}, 'tool_calls'),
+  usageChunk(30, 12, 10),
+];
+
+describe('chat chunks → Anthropic stream events', () => {
+  it('sends the exact event order for a text answer', () => {
+    const { events } = run([chunk({ role: 'assistant', content: '' }), chunk({ content: 'Hel' }), chunk({ content: 'lo' }), chunk({}, 'stop'), usageChunk(9, 2)], {
+      inputTokens: 8,
+      id: 'msg_chatcmpl-1',
+    });
+    assert.deepEqual(events, [
+      {
+        type: 'message_start',
+        message: {
+          id: 'msg_chatcmpl-1', type: 'message', role: 'assistant', model: 'claude-public', content: [], stop_reason: null, stop_sequence: null,
+          stop_details: null, container: null, usage: { input_tokens: 8, output_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 },
+        },
+      },
+      { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } },
+      { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'Hel' } },
+      { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'lo' } },
+      { type: 'content_block_stop', index: 0 },
+      {
+        type: 'message_delta',
+        delta: { stop_reason: 'end_turn', stop_sequence: null, stop_details: null },
+        usage: { input_tokens: 9, output_tokens: 2, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 },
+      },
+      { type: 'message_stop' },
+    ]);
+  });
+
+  it('closes each block before the next opens: thinking, text, then one tool_use per chat tool call index', () => {
+    const { events } = run(TOOLS_SEQUENCE);
+    const shape = events.map((e) =>
+      e.type === 'content_block_start' ? `start ${e.index} ${e.content_block.type}` : e.type === 'content_block_delta' ? `delta ${e.index} ${e.delta.type}` : e.type === 'content_block_stop' ? `stop ${e.index}` : e.type,
+    );
+    assert.deepEqual(shape, [
+      'message_start',
+      'start 0 thinking', 'delta 0 thinking_delta', 'delta 0 thinking_delta', 'stop 0',
+      'start 1 text', 'delta 1 text_delta', 'delta 1 text_delta', 'stop 1',
+      'start 2 tool_use', 'delta 2 input_json_delta', 'delta 2 input_json_delta', 'stop 2',
+      'start 3 tool_use', 'delta 3 input_json_delta', 'stop 3',
+      'message_delta', 'message_stop',
+    ]);
+    const second = events.find((e) => e.type === 'content_block_start' && e.index === 3);
+    assert.deepEqual(second, { type: 'content_block_start', index: 3, content_block: { type: 'tool_use', id: 'call_b', name: 'get_weather', input: {} } });
+    // arguments received before the name was known are sent right after the block opens
+    assert.deepEqual(events[events.indexOf(second!) + 1], { type: 'content_block_delta', index: 3, delta: { type: 'input_json_delta', partial_json: '{"city":"Rome"}' } });
+    const md = events.find((e) => e.type === 'message_delta');
+    assert.deepEqual(md, {
+      type: 'message_delta',
+      delta: { stop_reason: 'tool_use', stop_sequence: null, stop_details: null },
+      usage: { input_tokens: 20, output_tokens: 12, cache_creation_input_tokens: 0, cache_read_input_tokens: 10 },
+    });
+  });
+
+  it('drops (with a warning) arguments for a tool call whose block is closed', () => {
+    const { events, s } = run([
+      chunk({ tool_calls: [{ index: 0, id: 'a', function: { name: 'f', arguments: '{' } }] }),
+      chunk({ tool_calls: [{ index: 1, id: 'b', function: { name: 'g', arguments: '{}' } }] }),
+      chunk({ tool_calls: [{ index: 0, function: { arguments: '}' } }] }),
+      chunk({}, 'tool_calls'),
+    ]);
+    assert.equal(events.filter((e) => e.type === 'content_block_start').length, 2);
+    assert.deepEqual(s.warnings, ['tool call 0: arguments after its block closed were dropped']);
+  });
+
+  it('reports stop_sequence when the backend names the match, max_tokens for length, and usage 0 when none came', () => {
+    const stopped = run([chunk({ content: 'a' }), chunk({}, 'stop', { stop_reason: 'END' })], { stopSequences: ['END'] }).events.at(-2);
+    assert.deepEqual(stopped, { type: 'message_delta', delta: { stop_reason: 'stop_sequence', stop_sequence: 'END', stop_details: null }, usage: { output_tokens: 0 } });
+    const long = run([chunk({ content: 'a' }), chunk({}, 'length')]).events.at(-2);
+    assert.equal(long?.type === 'message_delta' && long.delta.stop_reason, 'max_tokens');
+  });
+
+  it('ends with one error event on fail(), and nothing after it', () => {
+    const s = new ChatToMessagesStream({ model: 'm' });
+    s.start();
+    s.push(chunk({ content: 'partial' }));
+    const events = s.fail(new GatewayError('Backend "x" dropped the connection mid-stream.', { status: 502, type: 'upstream_error' }));
+    assert.deepEqual(events, [{ type: 'error', error: { type: 'api_error', message: 'Backend "x" dropped the connection mid-stream.' } }]);
+    assert.deepEqual(s.finish(), []);
+    assert.deepEqual(s.push(chunk({ content: 'more' })), []);
+  });
+
+  it('names the message after the first chunk when push() comes before start()', () => {
+    const s = new ChatToMessagesStream({ model: 'm' });
+    const [first] = s.push(chunk({ content: 'x' }));
+    assert.equal(first?.type === 'message_start' && first.message.id, 'msg_chatcmpl-1');
+  });
+
+  it('frames events as Anthropic does', () => {
+    assert.equal(sse({ type: 'ping' }), 'event: ping\ndata: {"type":"ping"}\n\n');
+  });
+});
+
+describe('the translated stream through the real @anthropic-ai/sdk', () => {
+  let frames = '';
+  let server: http.Server;
+  let client: Anthropic;
+  before(async () => {
+    server = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+        res.end(frames);
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    client = new Anthropic({ apiKey: 'test', baseURL: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, maxRetries: 0 });
+  });
+  after(() => new Promise<void>((r) => server.close(() => r())));
+
+  const params = { model: 'claude-public', max_tokens: 100, messages: [{ role: 'user' as const, content: 'weather in Paris and Rome?' }] };
+
+  it('accumulates into the Message a client would get (thinking, text, tool inputs parsed, stop reason, usage)', async () => {
+    const s = new ChatToMessagesStream({ model: 'claude-public' });
+    frames = [...s.start(), s.ping(), ...TOOLS_SEQUENCE.flatMap((c) => s.push(c)), ...s.finish()].map(sse).join('');
+    const msg = await client.messages.stream(params).finalMessage();
+    assert.equal(msg.role, 'assistant');
+    assert.equal(msg.model, 'claude-public');
+    assert.match(msg.id, /^msg_/);
+    assert.deepEqual(msg.content, [
+      { type: 'thinking', thinking: 'Need weather.', signature: '' },
+      { type: 'text', text: 'Checking both.' },
+      { type: 'tool_use', id: 'call_a', name: 'get_weather', input: { city: 'Paris' } },
+      { type: 'tool_use', id: 'call_b', name: 'get_weather', input: { city: 'Rome' } },
+    ]);
+    assert.equal(msg.stop_reason, 'tool_use');
+    assert.equal(msg.stop_sequence, null);
+    assert.equal(msg.usage.input_tokens, 20);
+    assert.equal(msg.usage.output_tokens, 12);
+    assert.equal(msg.usage.cache_read_input_tokens, 10);
+  });
+
+  it('raises the error event as an API error of its type', async () => {
+    const s = new ChatToMessagesStream({ model: 'claude-public' });
+    frames = [...s.start(), ...s.push(chunk({ content: 'partial' })), ...s.fail(new GatewayError('Every target is unavailable.', { status: 503, type: 'service_unavailable_error' }))]
+      .map(sse)
+      .join('');
+    await assert.rejects(client.messages.stream(params).finalMessage(), (err: unknown) => {
+      assert.ok(err instanceof Anthropic.APIError, String(err));
+      assert.match(err.message, /overloaded_error/);
+      assert.match(err.message, /Every target is unavailable/);
+      return true;
+    });
+  });
+});
