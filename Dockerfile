@@ -30,7 +30,7 @@ FROM node:20-bookworm-slim AS runtime
 # to the OS when freed. By default the threshold rises after such a block is freed, and large
 # answers (embeddings: ~300 KB each) then come from the heap, whose free holes are not returned:
 # the gateway's RSS ratcheted up ~40 MB under embeddings load. No measurable CPU cost (large answer
-# buffers are reused, src/backends/body-pool.ts); docs/performance.md has the numbers.
+# buffers are reused, src/backends/upstream/body-pool.ts); docs/performance.md has the numbers.
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
     PORT=4000 \

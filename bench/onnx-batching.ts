@@ -14,7 +14,7 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
-import { OnnxBackend } from '../src/backends/onnx.ts';
+import { OnnxBackend } from '../src/backends/onnx/backend.ts';
 import { parseConfig } from '../src/config/load.ts';
 import { startServer } from '../src/main.ts';
 import { createLogger } from '../src/telemetry/logger.ts';

@@ -9,8 +9,8 @@
  */
 import { stat } from 'node:fs/promises';
 import { pathToFileURL } from 'node:url';
-import { readModelHeader, type ModelHeader } from './backends/onnx-header.ts';
-import { openSession, planModel, valueInfos, type ModelPlan, type ValueInfo } from './backends/onnx-model.ts';
+import { readModelHeader, type ModelHeader } from './backends/onnx/header.ts';
+import { openSession, planModel, valueInfos, type ModelPlan, type ValueInfo } from './backends/onnx/model.ts';
 
 interface Out {
   write(s: string): unknown;

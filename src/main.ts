@@ -7,8 +7,8 @@ import type { AddressInfo } from 'node:net';
 import { createServer, type Server } from 'node:http';
 import { pathToFileURL } from 'node:url';
 import { ConfigError, configPathFrom, isLoopback, loadConfigFile, type LoadedConfig } from './config/load.ts';
-import type { Deps } from './deps.ts';
-import { Runtime } from './runtime.ts';
+import type { Deps } from './http/deps.ts';
+import { Runtime } from './server/generations.ts';
 import { watchConfigFile } from './config/watch.ts';
 import { createLogger, type Logger } from './telemetry/logger.ts';
 

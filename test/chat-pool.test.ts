@@ -1,13 +1,13 @@
 /**
  * Large non-streaming chat answers are read into buffers lent by the body pool and given back
- * once parsed (src/backends/openai-http.ts, `parseJsonOnce`). What a client must never see:
+ * once parsed (src/backends/upstream/client.ts, `parseJsonOnce`). What a client must never see:
  * another answer's text. Every answer here is distinct (its content comes from the request) and
  * compared with what the upstream sent, in sequence with sizes going up and down (so a reused
  * buffer longer than the answer would show) and concurrently.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { bodyPool } from '../src/backends/body-pool.ts';
+import { bodyPool } from '../src/backends/upstream/body-pool.ts';
 import { startGateway, type TestGateway } from './support/gateway.ts';
 import { startJsonUpstream, type JsonUpstream } from './support/json-upstream.ts';
 

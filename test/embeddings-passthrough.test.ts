@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import OpenAI from 'openai';
-import { floatsToBase64 } from '../src/protocol/embeddings.ts';
+import { floatsToBase64 } from '../src/protocol/embeddings/schema.ts';
 import { startGateway, type TestGateway } from './support/gateway.ts';
 import { startJsonUpstream, type JsonUpstream } from './support/json-upstream.ts';
 

@@ -1,6 +1,6 @@
 /**
  * Large embeddings answers forwarded as the upstream's bytes are read into buffers the gateway
- * reuses once an answer was handed to the OS (src/backends/body-pool.ts). What a client must never
+ * reuses once an answer was handed to the OS (src/backends/upstream/body-pool.ts). What a client must never
  * see: another answer's bytes. Every answer here is distinct (its numbers come from its input) and
  * compared byte for byte with what the upstream sent: in sequence (sizes going up and down, so a
  * reused buffer longer than the answer would show), concurrently, while a slow client still reads

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import OpenAI from 'openai';
-import { LlamaCppBackend } from '../src/backends/llamacpp.ts';
+import { LlamaCppBackend } from '../src/backends/llamacpp/backend.ts';
 import { parseConfig } from '../src/config/load.ts';
 import { llamacppBackendSchema } from '../src/config/schema.ts';
 import { startServer } from '../src/main.ts';

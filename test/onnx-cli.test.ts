@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { readModelHeader } from '../src/backends/onnx-header.ts';
+import { readModelHeader } from '../src/backends/onnx/header.ts';
 import { randomTable, writeTinyModel } from './support/onnx-model.ts';
 
 const bin = join(import.meta.dirname, '..', 'scripts', 'switchyard.mjs');

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { TextTokenizer } from '../src/backends/onnx-tokenizer.ts';
+import { TextTokenizer } from '../src/backends/onnx/tokenizer.ts';
 import { writeTokenizer } from './support/wordpiece.ts';
 
 describe('TextTokenizer', () => {

@@ -11,7 +11,7 @@ import { join, relative } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Tokenizer } from '@huggingface/tokenizers';
 import OpenAI from 'openai';
-import { OnnxBackend } from '../src/backends/onnx.ts';
+import { OnnxBackend } from '../src/backends/onnx/backend.ts';
 import { parseConfig } from '../src/config/load.ts';
 import { startServer } from '../src/main.ts';
 import { createLogger } from '../src/telemetry/logger.ts';

@@ -9,12 +9,12 @@
  */
 import type { BackendConfig, BackendType, Config } from '../config/schema.ts';
 import type { Logger } from '../telemetry/logger.ts';
-import { AnthropicBackend } from './anthropic.ts';
-import type { BaseLLM } from './base-llm.ts';
-import { FakeBackend } from './fake.ts';
-import { LlamaCppBackend } from './llamacpp.ts';
-import { OnnxBackend } from './onnx.ts';
-import { OpenAICompatibleBackend } from './openai.ts';
+import { AnthropicBackend } from './anthropic/backend.ts';
+import type { BaseLLM } from './contract.ts';
+import { FakeBackend } from './fake/backend.ts';
+import { LlamaCppBackend } from './llamacpp/backend.ts';
+import { OnnxBackend } from './onnx/backend.ts';
+import { OpenAICompatibleBackend } from './openai/backend.ts';
 
 export interface BackendEntry {
   llm: BaseLLM;

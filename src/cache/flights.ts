@@ -11,8 +11,8 @@
  * serialised chunks; every subscriber replays the log from the start and then follows it live, so a
  * late joiner gets the chunks so far, then the rest. The same log becomes the cache entry.
  */
-import type { AbortLike } from '../abort.ts';
-import { detached, jsonText, keepText } from '../protocol/event-text.ts';
+import type { AbortLike } from '../lib/abort.ts';
+import { detached, jsonText, keepText } from '../protocol/chat/event-text.ts';
 
 export class Flight<R> {
   private readonly controller = new AbortController();

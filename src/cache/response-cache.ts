@@ -4,7 +4,7 @@
  * (replayed as SSE on a hit). Errors are never stored; answers over `max_entry_bytes` are skipped.
  */
 import type { CacheConfig } from '../config/schema.ts';
-import { RawEmbeddingResponse } from '../protocol/embeddings.ts';
+import { RawEmbeddingResponse } from '../protocol/embeddings/schema.ts';
 import type { StateStore } from '../state/store.ts';
 
 export interface EntryMeta {

@@ -7,7 +7,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { MiddlewareHandler } from 'hono';
-import type { Deps } from '../deps.ts';
+import type { Deps } from './deps.ts';
 import { costUsd } from '../telemetry/cost.ts';
 import { statusClass } from '../telemetry/metrics.ts';
 import { settleUnreadBody } from './body.ts';

@@ -1,16 +1,16 @@
 /**
  * What both ways in share for the API: the generation routes' handlers, the guard every `/v1/*`
  * request passes (overload gate, then the client key), and the OpenAI error envelope of a failed
- * request. The routes' own listener (listener.ts) and Hono (app.ts) use exactly these, so a
+ * request. The routes' own listener (listener.ts) and Hono (http/app.ts) use exactly these, so a
  * request gets the same answer whichever way it came.
  */
-import type { Deps } from '../deps.ts';
-import { asGatewayError, errorHeaders, toOpenAIError } from '../errors.ts';
+import type { Deps } from './deps.ts';
+import { asGatewayError, errorHeaders, toOpenAIError } from '../errors/gateway-error.ts';
 import { keyCheck } from './auth.ts';
 import { settleUnreadBody } from './body.ts';
-import { chatHandler } from './chat.ts';
-import { completionsHandler } from './completions.ts';
-import { embeddingsHandler } from './embeddings.ts';
+import { chatHandler } from './routes/chat.ts';
+import { completionsHandler } from './routes/completions.ts';
+import { embeddingsHandler } from './routes/embeddings.ts';
 import type { Exchange } from './exchange.ts';
 import { overloadGate } from './overload.ts';
 

@@ -5,7 +5,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { MiddlewareHandler } from 'hono';
 import type { KeyConfig } from '../config/schema.ts';
-import { GatewayError, unauthorized } from '../errors.ts';
+import { GatewayError, unauthorized } from '../errors/gateway-error.ts';
 import type { Exchange } from './exchange.ts';
 import type { AppEnv } from './types.ts';
 

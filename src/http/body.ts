@@ -5,7 +5,7 @@
  * A body the answer does not wait for is dropped as it comes (settleUnreadBody).
  */
 import type { IncomingMessage } from 'node:http';
-import { invalidRequest, payloadTooLarge } from '../errors.ts';
+import { invalidRequest, payloadTooLarge } from '../errors/gateway-error.ts';
 import type { Exchange } from './exchange.ts';
 
 /**

@@ -1,13 +1,13 @@
 /**
  * One request's state from its arrival to its last byte: the Node request and response, the id,
  * the log record, the headers its answer collects, the client's abort. Both ways in share it: the
- * generation routes' own listener (http/listener.ts) and Hono's (app.ts, where the access log
+ * generation routes' own listener (http/listener.ts) and Hono's (http/app.ts, where the access log
  * middleware opens it and routes find it as `c.get('x')`); the routes' handlers see only this.
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
-import { ClientAbort } from '../abort.ts';
+import { ClientAbort } from '../lib/abort.ts';
 import type { RequestLog } from './types.ts';
 
 const REQUEST_ID = /^[A-Za-z0-9._:@\-]{1,128}$/;

@@ -10,8 +10,8 @@
  */
 import type { RequestListener } from 'node:http';
 import { getRequestListener } from '@hono/node-server';
-import { createApp } from '../app.ts';
-import type { Deps } from '../deps.ts';
+import { createApp } from './app.ts';
+import type { Deps } from './deps.ts';
 import { openExchange, trackInFlight } from './access-log.ts';
 import { createApi, sendError, type ApiHandler } from './api.ts';
 import type { AppEnv } from './types.ts';

@@ -3,7 +3,7 @@
  * one gets 503 + retry-after immediately rather than queueing without bound (memory stays bounded
  * and a load balancer can send it elsewhere). Streams count until their last byte.
  */
-import { GatewayError } from '../errors.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
 import type { Exchange } from './exchange.ts';
 
 /**

@@ -1,8 +1,8 @@
 import type { Context } from 'hono';
-import { invalidRequest } from '../errors.ts';
+import { invalidRequest } from '../errors/gateway-error.ts';
 import { costUsd, formatUsd, type TokenUsage } from '../telemetry/cost.ts';
 import { cacheDirectives } from '../cache/key.ts';
-import type { Answer, RequestInfo } from '../gateway.ts';
+import type { Answer, RequestInfo } from '../gateway/operations.ts';
 import type { Routed } from '../router/router.ts';
 import type { Exchange } from './exchange.ts';
 import type { AppEnv } from './types.ts';

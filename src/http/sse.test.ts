@@ -8,8 +8,8 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, test } from 'node:test';
-import { DONE, type Pollable } from '../pollable.ts';
-import { markFlushPoint } from '../protocol/event-text.ts';
+import { DONE, type Pollable } from '../lib/pollable.ts';
+import { markFlushPoint } from '../protocol/chat/event-text.ts';
 import { writeSse } from './sse.ts';
 
 interface Captured {

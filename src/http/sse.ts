@@ -10,11 +10,11 @@
  * pull and returns the iterator; the upstream request is aborted through the request's signal.
  */
 import type { ServerResponse } from 'node:http';
-import { clientClosed } from '../backends/upstream-errors.ts';
-import { asGatewayError, toOpenAIError, type GatewayError } from '../errors.ts';
-import { pollable } from '../pollable.ts';
-import { isFlushPoint, jsonText } from '../protocol/event-text.ts';
-import { WriteBatch } from '../write-batch.ts';
+import { clientClosed } from '../backends/upstream/errors.ts';
+import { asGatewayError, toOpenAIError, type GatewayError } from '../errors/gateway-error.ts';
+import { pollable } from '../lib/pollable.ts';
+import { isFlushPoint, jsonText } from '../protocol/chat/event-text.ts';
+import { WriteBatch } from '../lib/write-batch.ts';
 import { abandonIfStuck } from './direct.ts';
 
 const DONE = 'data: [DONE]\n\n';
@@ -107,7 +107,7 @@ export function writeSse<T>(
         // that takes nothing for sendTimeoutMs is disconnected (then `gone`)
         if (res.writableNeedDrain) await abandonIfStuck(res, 'drain', sendTimeoutMs);
         if (gone) return;
-        // a chunk that is ready now is taken without a promise (pollable.ts)
+        // a chunk that is ready now is taken without a promise (lib/pollable.ts)
         let r = poll?.poll();
         if (r === undefined) {
           r = await it.next();

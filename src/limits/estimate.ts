@@ -4,9 +4,9 @@
  * choice. The reservation is reconciled with the upstream's reported usage afterwards, so the
  * estimate only decides admission; accounting is exact.
  */
-import { isCustomToolCall, isFunctionToolCall, type ChatRequest } from '../protocol/chat.ts';
-import type { CompletionRequest } from '../protocol/completions.ts';
-import type { EmbeddingRequest } from '../protocol/embeddings.ts';
+import { isCustomToolCall, isFunctionToolCall, type ChatRequest } from '../protocol/chat/schema.ts';
+import type { CompletionRequest } from '../protocol/completions/schema.ts';
+import type { EmbeddingRequest } from '../protocol/embeddings/schema.ts';
 import type { Encoding, TokenCounter } from './tokens.ts';
 
 /** OpenAI's chat format: ~3 tokens of framing per message and 3 to prime the answer. */

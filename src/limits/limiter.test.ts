@@ -3,7 +3,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { GatewayError } from '../errors.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
 import { MemoryStore } from '../state/memory.ts';
 import { budgetPeriod, formatDuration, Limiter, type Principal } from './limiter.ts';
 import type { LimitsConfig } from '../config/schema.ts';

@@ -5,7 +5,7 @@
  * holds the token reservation and the concurrency lease until `settle` and `release`.
  */
 import type { LimitsConfig } from '../config/schema.ts';
-import { GatewayError } from '../errors.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
 import { LEASE_TTL_MS, type AdmitResult, type Allowance, type LimitName, type StateStore, type Ticket } from '../state/store.ts';
 
 export interface Principal {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import type { ChatRequest } from '../protocol/chat.ts';
+import type { ChatRequest } from '../protocol/chat/schema.ts';
 import { chatPrompt, countPrompt, embeddingPrompt, outputReserve } from './estimate.ts';
 import { encodingFor, TokenCounter } from './tokens.ts';
 

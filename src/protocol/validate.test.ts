@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { GatewayError } from '../errors.ts';
-import { chatRequestSchema } from './chat.ts';
-import { embeddingRequestSchema } from './embeddings.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
+import { chatRequestSchema } from './chat/schema.ts';
+import { embeddingRequestSchema } from './embeddings/schema.ts';
 import { issuesToError, paramPath, parseRequest } from './validate.ts';
 
 describe('paramPath', () => {

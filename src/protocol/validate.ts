@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { invalidRequest, type GatewayError } from '../errors.ts';
+import { invalidRequest, type GatewayError } from '../errors/gateway-error.ts';
 
 type Issue = z.core.$ZodIssue;
 

@@ -9,8 +9,8 @@
  * AbortSignal is made only for a backend that asks for `ctx.signal` (the vendor SDKs, fetch).
  */
 import { EventEmitter } from 'node:events';
-import type { AbortLike } from '../abort.ts';
-import type { CallContext } from '../backends/base-llm.ts';
+import type { AbortLike } from '../lib/abort.ts';
+import type { CallContext } from '../backends/contract.ts';
 
 export class AttemptAbort extends EventEmitter {
   aborted = false;

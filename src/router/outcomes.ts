@@ -3,7 +3,7 @@
  * deadline error, the one error that lists every attempt, and the headers-facing bookkeeping
  * (`attempts`, `x-should-retry`) every final error carries.
  */
-import { GatewayError } from '../errors.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
 import type { ResolvedTarget } from './router.ts';
 
 /** One line of the "every attempt" list: which target, and what happened to it. */

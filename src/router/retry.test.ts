@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { fromUpstreamStatus, upstreamTimeout, upstreamUnreachable, clientClosed } from '../backends/upstream-errors.ts';
-import { GatewayError } from '../errors.ts';
+import { fromUpstreamStatus, upstreamTimeout, upstreamUnreachable, clientClosed } from '../backends/upstream/errors.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
 import { backoffMs, disposition } from './retry.ts';
 
 const up = (status: number) => fromUpstreamStatus({ backend: 'b', status, error: { message: 'x' }, secrets: [] });

@@ -2,7 +2,7 @@
  * What to do after a failed attempt, and how long to wait before retrying the same target.
  * Pure: randomness is passed in.
  */
-import type { GatewayError } from '../errors.ts';
+import type { GatewayError } from '../errors/gateway-error.ts';
 
 export interface RetryConfig {
   /** Extra attempts on the same target before moving on (0: fail over at once). */

@@ -9,12 +9,12 @@
  * with nothing sent to the client; after it the stream ends with an error (never with a clean end
  * that hides the loss).
  */
-import { sleepUnlessAborted, type AbortLike } from '../abort.ts';
-import type { CallContext } from '../backends/base-llm.ts';
+import { sleepUnlessAborted, type AbortLike } from '../lib/abort.ts';
+import type { CallContext } from '../backends/contract.ts';
 import type { BackendEntry, BackendRegistry } from '../backends/registry.ts';
-import { clientClosed, upstreamTimeout } from '../backends/upstream-errors.ts';
+import { clientClosed, upstreamTimeout } from '../backends/upstream/errors.ts';
 import type { Config, ModelConfig, PolicyName, TargetConfig } from '../config/schema.ts';
-import { GatewayError, asGatewayError, modelNotFound } from '../errors.ts';
+import { GatewayError, asGatewayError, modelNotFound } from '../errors/gateway-error.ts';
 import { Attempt } from './attempt.ts';
 import { HealthState, type TargetHealth } from './health-state.ts';
 import { deadlineExceeded, exhausted, finalize, skipReason, type AttemptRecord } from './outcomes.ts';

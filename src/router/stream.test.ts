@@ -4,11 +4,11 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { GatewayError } from '../errors.ts';
-import { ended, shapeUsage } from '../pipeline-streams.ts';
-import type { Chunk, Usage } from '../pipeline.ts';
-import { DONE, pollable, type Pollable } from '../pollable.ts';
-import { isFlushPoint } from '../protocol/event-text.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
+import { ended, shapeUsage } from '../gateway/pipeline-streams.ts';
+import type { Chunk, Usage } from '../gateway/pipeline.ts';
+import { DONE, pollable, type Pollable } from '../lib/pollable.ts';
+import { isFlushPoint } from '../protocol/chat/event-text.ts';
 import { Attempt } from './attempt.ts';
 import type { TargetHealth } from './health-state.ts';
 import type { ResolvedTarget } from './router.ts';

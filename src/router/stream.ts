@@ -7,10 +7,10 @@
  * error event), and a stream that ends without a chunk proving completion is reported truncated.
  * The target's breaker and latency stats learn the outcome when the stream ends.
  */
-import type { AbortLike } from '../abort.ts';
-import { GatewayError } from '../errors.ts';
-import { acceptPlain, DONE, pollable, type Pollable } from '../pollable.ts';
-import { markFlushPoint, PlainChunk } from '../protocol/event-text.ts';
+import type { AbortLike } from '../lib/abort.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
+import { acceptPlain, DONE, pollable, type Pollable } from '../lib/pollable.ts';
+import { markFlushPoint, PlainChunk } from '../protocol/chat/event-text.ts';
 import type { Attempt } from './attempt.ts';
 import type { TargetHealth } from './health-state.ts';
 import type { Clock, ResolvedTarget } from './router.ts';
@@ -72,7 +72,7 @@ export async function openCommitted<T>(args: OpenCommittedArgs<T>): Promise<Asyn
     it = stream[Symbol.asyncIterator]();
     // the events that are plain tokens need not be parsed, before the commit point as after it
     acceptPlain(it);
-    // a chunk already read is taken without a promise (pollable.ts): the first token sooner
+    // a chunk already read is taken without a promise (lib/pollable.ts): the first token sooner
     const ready = pollable(it);
     const buffered: T[] = [];
     let completed = false;

@@ -5,7 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
-import { gcra, gcraAdjust } from '../limits/gcra.ts';
+import { gcra, gcraAdjust } from './gcra.ts';
 import {
   LEASE_TTL_MS,
   WINDOW_MS,

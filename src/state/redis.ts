@@ -16,7 +16,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
 import type { Redis } from 'ioredis';
-import { GatewayError } from '../errors.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { MemoryStore } from './memory.ts';
 import { ADMIT, REFRESH, SETTLE } from './redis-scripts.ts';

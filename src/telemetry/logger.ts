@@ -2,7 +2,7 @@
  * JSON-lines logger: one object per line on stdout (or any sink). Prompts, completions and keys
  * are never passed to it; callers log ids, names, numbers and statuses only.
  */
-import { WriteBatch } from '../write-batch.ts';
+import { WriteBatch } from '../lib/write-batch.ts';
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent';
 export type LogFields = Record<string, string | number | boolean | null | undefined>;
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { GatewayError, invalidRequest, payloadTooLarge, unauthorized } from '../../errors.ts';
+import { GatewayError, invalidRequest, payloadTooLarge, unauthorized } from '../../errors/gateway-error.ts';
 import { anthropicErrorResponse, errorFrame, toAnthropicError } from './errors.ts';
 
 const err = (status: number, type: ConstructorParameters<typeof GatewayError>[1]['type'], extra: Partial<ConstructorParameters<typeof GatewayError>[1]> = {}) =>

@@ -14,7 +14,7 @@
  * other status is kept (502 stays 502 with `api_error`; the SDKs retry every 5xx alike), and
  * `retry-after` / `x-should-retry` come from errorHeaders() unchanged.
  */
-import { errorHeaders, type GatewayError } from '../../errors.ts';
+import { errorHeaders, type GatewayError } from '../../errors/gateway-error.ts';
 import { sse } from './sse.ts';
 
 export type AnthropicErrorType =

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { ChatCompletion } from '../chat.ts';
+import type { ChatCompletion } from '../chat/schema.ts';
 import { chatToMessage, toMessagesUsage } from './from-chat.ts';
 
 function completion(message: Record<string, unknown>, finish: string, extra: Record<string, unknown> = {}): ChatCompletion {

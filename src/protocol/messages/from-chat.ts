@@ -13,7 +13,7 @@
  * - stop_reason: see toStopReason(). usage: see toMessagesUsage().
  */
 import { randomBytes } from 'node:crypto';
-import type { ChatCompletion } from '../chat.ts';
+import type { ChatCompletion } from '../chat/schema.ts';
 
 export type StopReason = 'end_turn' | 'max_tokens' | 'stop_sequence' | 'tool_use' | 'pause_turn' | 'refusal';
 

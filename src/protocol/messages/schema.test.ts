@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { GatewayError } from '../../errors.ts';
+import { GatewayError } from '../../errors/gateway-error.ts';
 import { parseCountTokensRequest, parseMessagesRequest } from './schema.ts';
 
 const base = { model: 'claude-sonnet-4-5', max_tokens: 64, messages: [{ role: 'user', content: 'hi' }] };

@@ -3,8 +3,8 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
-import { GatewayError } from '../../errors.ts';
-import type { ChatCompletionChunk } from '../chat.ts';
+import { GatewayError } from '../../errors/gateway-error.ts';
+import type { ChatCompletionChunk } from '../chat/schema.ts';
 import { ChatToMessagesStream, sse, type MessagesStreamEvent } from './stream.ts';
 
 type Delta = Record<string, unknown>;

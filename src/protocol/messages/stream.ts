@@ -18,8 +18,8 @@
  *
  * Every method returns the events to write, in order; `sse()` frames one.
  */
-import type { ChatCompletionChunk } from '../chat.ts';
-import type { GatewayError } from '../../errors.ts';
+import type { ChatCompletionChunk } from '../chat/schema.ts';
+import type { GatewayError } from '../../errors/gateway-error.ts';
 import { errorEvent, type AnthropicErrorType } from './errors.ts';
 import {
   matchedStop,

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { GatewayError } from '../../errors.ts';
-import { chatRequestSchema } from '../chat.ts';
+import { GatewayError } from '../../errors/gateway-error.ts';
+import { chatRequestSchema } from '../chat/schema.ts';
 import { parseMessagesRequest } from './schema.ts';
 import { messagesToChat, type ToChatOptions } from './to-chat.ts';
 

@@ -5,8 +5,8 @@
  * backend cannot receive at all (PDF and image references by URL or Files-API id). The full table
  * is in README.md beside this file.
  */
-import type { ChatMessage, ChatRequest } from '../chat.ts';
-import { unsupported } from '../../errors.ts';
+import type { ChatMessage, ChatRequest } from '../chat/schema.ts';
+import { unsupported } from '../../errors/gateway-error.ts';
 import {
   isCustomTool,
   isDocument,

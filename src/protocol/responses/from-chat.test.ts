@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { ChatCompletion } from '../chat.ts';
+import type { ChatCompletion } from '../chat/schema.ts';
 import { fromChat, type ResponseContext } from './from-chat.ts';
 import { parseResponsesRequest } from './schema.ts';
 import { toChat } from './to-chat.ts';

@@ -11,7 +11,7 @@
  *   without checks (Codex, the Vercel AI SDK).
  */
 import { randomBytes } from 'node:crypto';
-import type { ChatCompletion } from '../chat.ts';
+import type { ChatCompletion } from '../chat/schema.ts';
 import type { ResponsesRequest } from './schema.ts';
 import { responsesName, type NameMap } from './to-chat.ts';
 import type { Response, ResponseOutputItem, ResponseUsage } from './types.ts';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { GatewayError } from '../../errors.ts';
+import { GatewayError } from '../../errors/gateway-error.ts';
 import { parseResponsesRequest } from './schema.ts';
 
 function rejected(body: unknown): GatewayError {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { createParser } from 'eventsource-parser';
 import { accumulateResponse } from 'openai/lib/responses/ResponseAccumulator';
-import type { ChatCompletionChunk } from '../chat.ts';
+import type { ChatCompletionChunk } from '../chat/schema.ts';
 import type { ResponseContext } from './from-chat.ts';
 import { parseResponsesRequest } from './schema.ts';
 import { ResponsesStream, sse } from './stream.ts';

@@ -21,7 +21,7 @@
  * fail(): before the commit point `response.failed` (status "failed", `error` set); after it an
  * `error` event, OpenAI's report of a stream that broke mid-answer. Either ends the stream.
  */
-import type { ChatCompletionChunk } from '../chat.ts';
+import type { ChatCompletionChunk } from '../chat/schema.ts';
 import { newId, responseShell, settle, statusOf, toResponsesUsage, type ResponseContext } from './from-chat.ts';
 import { responsesName } from './to-chat.ts';
 import type { Response, ResponseOutputItem, ResponseStreamEvent } from './types.ts';

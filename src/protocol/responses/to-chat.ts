@@ -14,8 +14,8 @@
  * - `previous_response_id` never reaches chat: the caller passes the stored conversation as
  *   `history` (input items, placed before `input`).
  */
-import { GatewayError } from '../../errors.ts';
-import type { ChatMessage, ChatRequest, ChatTool, ChatToolCall } from '../chat.ts';
+import { GatewayError } from '../../errors/gateway-error.ts';
+import type { ChatMessage, ChatRequest, ChatTool, ChatToolCall } from '../chat/schema.ts';
 import type {
   ContentPart,
   InputItem,

@@ -1,0 +1,80 @@
+/**
+ * The BaseLLM contract: everything the gateway can send a request to, remote or local.
+ * Requests and responses are the OpenAI wire shapes; `req.model` is already the backend's own
+ * model name (the router substitutes it for the public name).
+ */
+import type { ChatCompletion, ChatCompletionChunk, ChatRequest } from '../protocol/chat/schema.ts';
+import type { Completion, CompletionRequest } from '../protocol/completions/schema.ts';
+import type { EmbeddingAnswer, EmbeddingRequest } from '../protocol/embeddings/schema.ts';
+import type { EventEmitter } from 'node:events';
+import type { BackendType } from '../config/schema.ts';
+
+export interface CallContext {
+  /** Aborted when the client goes away, the deadline passes or the gateway gives up on this attempt. */
+  signal: AbortSignal;
+  /**
+   * The same abort as an EventEmitter with `aborted` and `reason`, which undici takes in place of
+   * an AbortSignal at a fraction of its cost (router attempts give one; HTTP backends prefer it).
+   */
+  abort?: UpstreamAbort | undefined;
+  requestId: string;
+}
+
+export type UpstreamAbort = EventEmitter & { readonly aborted: boolean; readonly reason: unknown };
+
+export interface Capabilities {
+  chat: boolean;
+  embeddings: boolean;
+  completions: boolean;
+}
+
+export interface BackendHealth {
+  /** Serving requests. */
+  ok: boolean;
+  /** Loaded and able to take traffic (false while a local model loads). */
+  ready: boolean;
+  detail?: string;
+}
+
+export interface Capacity {
+  /** parallel requests the backend can serve */
+  total: number;
+  /** requests it is serving now */
+  busy: number;
+}
+
+export interface BaseLLM {
+  /** Backend name from providers.yaml. */
+  readonly id: string;
+  readonly type: BackendType;
+  readonly capabilities: Capabilities;
+  chat?(req: ChatRequest, ctx: CallContext): Promise<ChatCompletion>;
+  /** Resolves once the upstream accepted the request (headers received); chunks arrive as they come. */
+  chatStream?(req: ChatRequest, ctx: CallContext): Promise<AsyncIterable<ChatCompletionChunk>>;
+  complete?(req: CompletionRequest, ctx: CallContext): Promise<Completion>;
+  completeStream?(req: CompletionRequest, ctx: CallContext): Promise<AsyncIterable<Completion>>;
+  /** Parsed vectors, or (HTTP backends) the upstream's checked bytes to forward as they are. */
+  embed?(req: EmbeddingRequest, ctx: CallContext): Promise<EmbeddingAnswer>;
+  /** Cheap, never a billable call. */
+  health?(ctx: CallContext): Promise<BackendHealth>;
+  /**
+   * Local backends: get ready to serve (load a model, wait for a server to finish loading).
+   * Called once at start-up; `/ready` answers 503 until every backend's `load` has settled, and a
+   * backend whose `load` failed answers 503 `backend_not_ready` instead of being called. A remote
+   * backend's `load` (an SDK import) is awaited before the gateway serves: it is never "loading".
+   */
+  load?(): Promise<void>;
+  /**
+   * Local backends that keep checking after their `load` failed (a server that comes up late):
+   * resolves once the backend is ready after all; the registry then marks it ready again.
+   */
+  whenReady?(): Promise<void>;
+  /**
+   * Local backends: how busy the server is right now (from llama-server's /slots, an in-process
+   * queue, …), or undefined when unknown. The router prefers idle targets and treats a full one as
+   * busy, not broken.
+   */
+  capacity?(): Capacity | undefined;
+  /** Releases pooled connections and timers. */
+  close?(): Promise<void>;
+}

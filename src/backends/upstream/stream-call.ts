@@ -1,0 +1,41 @@
+/**
+ * The undici dispatch handler of a stream request to an OpenAI-compatible upstream (no Readable in
+ * between): it settles the call at the answer's head (UpstreamCall, backends/upstream/call.ts) and then feeds
+ * the body to its SseIterator.
+ */
+import type { Dispatcher } from 'undici';
+import { UpstreamCall } from './call.ts';
+import type { CallSignal, OpenAIHttpOptions } from './client.ts';
+import { SseIterator } from './sse-reader.ts';
+
+/**
+ * A 2xx head resolves the call with the SseIterator it then feeds (which listens to the call's
+ * abort from then on); everything before it is UpstreamCall's.
+ */
+export class StreamCall extends UpstreamCall {
+  private iterator!: SseIterator;
+
+  constructor(o: OpenAIHttpOptions, signal: CallSignal, private readonly resolve: (it: SseIterator) => void, reject: (err: unknown) => void) {
+    super(o, signal, reject);
+  }
+
+  protected begin(controller: Dispatcher.DispatchController): undefined {
+    this.stopListening();
+    this.settled = true;
+    this.iterator = new SseIterator(controller, this.signal, this.o);
+    this.resolve(this.iterator);
+    return undefined;
+  }
+
+  protected data(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.iterator.read(chunk);
+  }
+
+  protected end(): void {
+    this.iterator.ended();
+  }
+
+  protected failed(err: Error): void {
+    this.iterator.failed(err);
+  }
+}

@@ -1,0 +1,381 @@
+/**
+ * What happens to a request between validation and the router, the same for every operation:
+ *
+ *   key's model list → cache lookup → limits → coalescing → router → usage accounting → cache store
+ *
+ * A cache hit costs nothing against tokens and budget (it still counts as a request against rpm).
+ * Everything else reserves its estimated tokens, takes a concurrency lease and checks the budget
+ * before the router sees it; the reservation is reconciled with the real usage when the answer is
+ * complete (streams: from the usage chunk), and the lease is released when the client's response
+ * ends — on success, error or disconnect. A request that shares another's upstream call (coalesced)
+ * is refunded in full: one call is paid for once.
+ */
+import type { AbortLike } from '../lib/abort.ts';
+import type { Config } from '../config/schema.ts';
+import { GatewayError, modelNotFound } from '../errors/gateway-error.ts';
+import { cacheKey, decide, type CacheDecision, type KeyParts } from '../cache/key.ts';
+import { Flight, Flights, StreamTap } from '../cache/flights.ts';
+import type { Entry, ResponseCache } from '../cache/response-cache.ts';
+import { countPrompt } from '../limits/estimate.ts';
+import { RawEmbeddingResponse } from '../protocol/embeddings/schema.ts';
+import { Limiter, type Admission, type Principal } from '../limits/limiter.ts';
+import { encodingFor, type TokenCounter } from '../limits/tokens.ts';
+import type { Operation, ResolvedTarget, Routed, Router } from '../router/router.ts';
+import { ended, replay, shapeUsage } from './pipeline-streams.ts';
+
+export type Usage = { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+type UsageLike = { prompt_tokens?: number | null | undefined; completion_tokens?: number | null | undefined };
+export type Chunk = { usage?: Usage | null | undefined; choices: unknown[] };
+
+export type CacheStatus = 'hit' | 'miss' | 'bypass';
+
+/** Response headers and cache outcome of an answer (x-ratelimit-*, x-switchyard-cache, age). */
+export interface Served {
+  headers: Record<string, string>;
+  cache?: CacheStatus | undefined;
+}
+
+export type Answer<T> = Routed<T> & { served?: Served | undefined };
+
+export interface StreamResult<T> extends Answer<AsyncIterable<T>> {
+  /** Filled in when the upstream reported usage (read it after the stream ends). */
+  usage: { value: Usage | undefined };
+}
+
+export interface CacheControl {
+  noCache: boolean;
+  noStore: boolean;
+}
+
+/** Per-request facts the pipeline needs from the HTTP layer. */
+export interface JobInfo {
+  signal: AbortLike;
+  keyName?: string | undefined;
+  pinBackend?: string | undefined;
+  cacheControl?: CacheControl | undefined;
+  bodyBytes: number;
+}
+
+export interface Job {
+  op: Operation;
+  body: Record<string, unknown> & { model: string; temperature?: number | null | undefined };
+  info: JobInfo;
+  /** the prompt, for the token reservation */
+  prompt: { texts: string[]; fixed: number };
+  /** output tokens to reserve */
+  reserve: number;
+}
+
+export interface Services {
+  config: Config;
+  limiter: Limiter;
+  /** undefined: cache disabled */
+  cache: ResponseCache | undefined;
+  flights: Flights;
+  tokens: TokenCounter;
+  /** start-up work (tokenizer, first Redis connection) */
+  warm?(): Promise<void>;
+  close?(): Promise<void>;
+}
+
+interface Prep {
+  principal: Principal | undefined;
+  targets: ResolvedTarget[];
+  decision: CacheDecision | undefined;
+  key: string | undefined;
+}
+
+function withHeaders(err: unknown, headers: Record<string, string> | undefined): unknown {
+  if (headers && err instanceof GatewayError) err.headers = { ...headers, ...err.headers };
+  return err;
+}
+
+/** The target as served from the cache or a shared call: it cost this request nothing. */
+function free(t: ResolvedTarget): ResolvedTarget {
+  return { ...t, target: { ...t.target, price: { input: 0, output: 0 } } };
+}
+
+/**
+ * A routed answer with who served it, built field by field: `{ ...r, served }` took V8's slow path
+ * for a member added after a spread (`Runtime_DefineNamedOwnIC_Slow`, ~1% of an embeddings
+ * request under perf, and unstable shapes for every reader after it).
+ */
+function withServed<T>(r: Routed<T>, served: Served): Answer<T> {
+  return { result: r.result, target: r.target, attempts: r.attempts, upstreamMs: r.upstreamMs, served };
+}
+
+/** A routed stream's answer, its chunks `result` (the routed ones shaped), built as withServed's. */
+function streamAnswer<C>(r: Routed<unknown>, result: AsyncIterable<C>, usage: StreamResult<C>['usage'], served: Served): StreamResult<C> {
+  return { result, target: r.target, attempts: r.attempts, upstreamMs: r.upstreamMs, usage, served };
+}
+
+export class Pipeline {
+  private readonly principals = new Map<string, Principal>();
+
+  constructor(
+    private readonly router: Router,
+    private readonly s: Services | undefined,
+  ) {
+    const cfg = s?.config;
+    for (const k of cfg?.keys ?? []) {
+      const ns = cfg?.cache.namespace === 'shared' ? 'shared' : k.cache_namespace !== undefined ? `ns:${k.cache_namespace}` : `key:${k.name}`;
+      this.principals.set(k.name, { name: k.name, limits: k.limits, models: k.models, namespace: ns });
+    }
+  }
+
+  principal(keyName: string | undefined): Principal | undefined {
+    return keyName === undefined ? undefined : this.principals.get(keyName);
+  }
+
+  private prepare(job: Job, stream: boolean, s: Services): Prep {
+    const principal = this.principal(job.info.keyName);
+    const model = job.body.model;
+    // a model outside the key's list answers as if it did not exist
+    if (principal?.models && !principal.models.includes(model)) throw modelNotFound(model);
+    const targets = this.router.resolve(model);
+    const cc = job.info.cacheControl ?? { noCache: false, noStore: false };
+    const decision = s.cache ? decide(s.cache.cfg, job.op, job.body, cc) : undefined;
+    let key: string | undefined;
+    if (decision?.use) {
+      const parts: KeyParts = {
+        op: job.op,
+        namespace: principal?.namespace ?? (s.config.cache.namespace === 'shared' ? 'shared' : 'anonymous'),
+        model,
+        targets: (s.config.models[model]?.targets ?? []).map((t) => `${t.backend}/${t.model}`),
+        pin: job.info.pinBackend,
+        stream,
+        body: job.body,
+      };
+      key = cacheKey(parts);
+    }
+    return { principal, targets, decision, key };
+  }
+
+  private async estimate(job: Job, prep: Prep, s: Services): Promise<number> {
+    if (prep.principal?.limits?.tpm === undefined) return 0;
+    const enc = encodingFor(prep.targets[0]?.model ?? job.body.model);
+    try {
+      return (await countPrompt(s.tokens, enc, job.prompt)) + job.reserve;
+    } catch {
+      return Math.ceil(job.info.bodyBytes / 4) + job.reserve;
+    }
+  }
+
+  private async admit(job: Job, prep: Prep, s: Services, upstream: boolean): Promise<Admission | undefined> {
+    const p = prep.principal;
+    if (!Limiter.limited(p)) return undefined;
+    if (!upstream && p.limits.rpm === undefined && p.limits.tpm === undefined) return undefined;
+    return s.limiter.admit(p, upstream ? await this.estimate(job, prep, s) : 0, upstream);
+  }
+
+  private hitTarget(prep: Prep, e: Entry): ResolvedTarget | undefined {
+    const t = prep.targets.find((x) => x.backend === e.backend && x.model === e.model) ?? prep.targets[0];
+    return t ? free(t) : undefined;
+  }
+
+  private status(s: Services, prep: Prep): CacheStatus | undefined {
+    if (!s.cache) return undefined;
+    if (!prep.decision?.use) {
+      s.cache.stats.bypasses++;
+      return 'bypass';
+    }
+    s.cache.stats.misses++;
+    return 'miss';
+  }
+
+  /** Built field by field: spreads of undefined and empty objects were a measurable cost per request. */
+  private served(adm: Admission | undefined, cache: CacheStatus | undefined, extra?: Record<string, string>): Served {
+    const headers: Record<string, string> = {};
+    if (adm?.headers) for (const k in adm.headers) headers[k] = adm.headers[k] as string;
+    if (cache) headers['x-switchyard-cache'] = cache;
+    if (extra) for (const k in extra) headers[k] = extra[k] as string;
+    return { cache, headers };
+  }
+
+  /** A non-streaming answer. */
+  async once<T extends { usage?: UsageLike | null | undefined }>(job: Job, call: (signal: AbortLike) => Promise<Routed<T>>): Promise<Answer<T>> {
+    const s = this.s;
+    if (!s) return call(job.info.signal);
+    const prep = this.prepare(job, false, s);
+    const { key } = prep;
+    if (s.cache && key !== undefined && prep.decision?.use && prep.decision.read) {
+      const hit = await s.cache.get(key);
+      const target = hit?.kind === 'json' ? this.hitTarget(prep, hit) : undefined;
+      if (hit?.kind === 'json' && target) {
+        const adm = await this.admit(job, prep, s, false);
+        s.cache.stats.hits++;
+        return { result: hit.body as T, target, attempts: 0, upstreamMs: 0, served: this.served(adm, 'hit', { age: String(s.cache.age(hit)) }) };
+      }
+    }
+    const adm = await this.admit(job, prep, s, true);
+    try {
+      if (!s.cache || key === undefined) {
+        const status = this.status(s, prep);
+        const r = await call(job.info.signal);
+        adm?.settle(r.result.usage ?? undefined, r.target.target.price);
+        return withServed(r, this.served(adm, status));
+      }
+      const joined = s.flights.find<Routed<T>>(key);
+      if (joined) {
+        const leave = joined.join(job.info.signal);
+        try {
+          const r = await joined.result;
+          // one more response sends the same upstream bytes: they are not recycled before it is done
+          if (r.result instanceof RawEmbeddingResponse) r.result.share();
+          adm?.settle('refund', undefined);
+          s.cache.stats.hits++;
+          s.cache.stats.coalesced++;
+          return { ...r, target: free(r.target), attempts: 0, upstreamMs: 0, served: this.served(adm, 'hit', { age: '0', 'x-switchyard-coalesced': 'true' }) };
+        } finally {
+          leave();
+        }
+      }
+      const status = this.status(s, prep);
+      const f = s.flights.start<Routed<T>>(key);
+      const leave = f.join(job.info.signal);
+      f.result = call(f.signal);
+      try {
+        const r = await f.result;
+        adm?.settle(r.result.usage ?? undefined, r.target.target.price);
+        s.cache.putJson(key, { backend: r.target.backend, model: r.target.model }, r.result);
+        return withServed(r, this.served(adm, status));
+      } finally {
+        f.settle();
+        s.flights.end(key, f);
+        leave();
+      }
+    } catch (err) {
+      adm?.settle('refund', undefined);
+      throw withHeaders(err, adm?.headers);
+    } finally {
+      adm?.release();
+    }
+  }
+
+  /** A streamed answer; `open` resolves at the router's commit point. */
+  async stream<C extends Chunk>(job: Job, wantsUsage: boolean, open: (signal: AbortLike) => Promise<Routed<AsyncIterable<C>>>): Promise<StreamResult<C>> {
+    const sink: { value: Usage | undefined } = { value: undefined };
+    const s = this.s;
+    if (!s) {
+      const r = await open(job.info.signal);
+      return { ...r, result: shapeUsage(r.result, wantsUsage, sink), usage: sink };
+    }
+    const prep = this.prepare(job, true, s);
+    const { key } = prep;
+    const signal = job.info.signal;
+    if (s.cache && key !== undefined && prep.decision?.use && prep.decision.read) {
+      const hit = await s.cache.get(key);
+      const target = hit?.kind === 'stream' ? this.hitTarget(prep, hit) : undefined;
+      if (hit?.kind === 'stream' && target) {
+        const adm = await this.admit(job, prep, s, false);
+        s.cache.stats.hits++;
+        const served = this.served(adm, 'hit', { age: String(s.cache.age(hit)) });
+        return { result: shapeUsage(replay<C>(hit.chunks), wantsUsage, sink), usage: sink, target, attempts: 0, upstreamMs: 0, served };
+      }
+    }
+    const adm = await this.admit(job, prep, s, true);
+    try {
+      if (!s.cache || key === undefined) {
+        const status = this.status(s, prep);
+        const r = await open(signal);
+        const price = r.target.target.price;
+        const shaped = shapeUsage(r.result, wantsUsage, sink);
+        // without an admission (no limits on this key) there is nothing to settle at the end
+        const result = adm
+          ? ended(shaped, signal, () => {
+              adm.settle(sink.value, price);
+              adm.release();
+            })
+          : shaped;
+        return streamAnswer(r, result, sink, this.served(adm, status));
+      }
+      const joined = s.flights.find<Routed<AsyncIterable<C>>>(key);
+      const tap = joined?.tap;
+      if (joined && tap) {
+        const leave = joined.join(signal);
+        let r: Routed<AsyncIterable<C>>;
+        try {
+          r = await joined.result;
+        } catch (err) {
+          leave();
+          throw err;
+        }
+        adm?.settle('refund', undefined);
+        s.cache.stats.hits++;
+        s.cache.stats.coalesced++;
+        const result = ended(shapeUsage(tap.subscribe<C>(leave), wantsUsage, sink), signal, () => {
+          adm?.release();
+          leave();
+        });
+        const served = this.served(adm, 'hit', { age: '0', 'x-switchyard-coalesced': 'true' });
+        return { ...r, target: free(r.target), attempts: 0, upstreamMs: 0, result, usage: sink, served };
+      }
+      const status = this.status(s, prep);
+      const f = s.flights.start<Routed<AsyncIterable<C>>>(key);
+      const own = new StreamTap();
+      f.tap = own;
+      const leave = f.join(signal);
+      f.result = open(f.signal);
+      let r: Routed<AsyncIterable<C>>;
+      try {
+        r = await f.result;
+      } catch (err) {
+        f.settle();
+        s.flights.end(key, f);
+        leave();
+        throw err;
+      }
+      void this.pump(s, key, f, own, r, adm);
+      const result = ended(shapeUsage(own.subscribe<C>(leave), wantsUsage, sink), signal, () => {
+        adm?.release();
+        leave();
+      });
+      return streamAnswer(r, result, sink, this.served(adm, status));
+    } catch (err) {
+      adm?.settle('refund', undefined);
+      adm?.release();
+      throw withHeaders(err, adm?.headers);
+    }
+  }
+
+  /**
+   * Reads a shared upstream stream into its tap, whoever is listening; then accounts for it (the
+   * leader's key pays) and caches it when it ended cleanly.
+   */
+  private async pump<C extends Chunk>(
+    s: Services,
+    key: string,
+    f: Flight<Routed<AsyncIterable<C>>>,
+    tap: StreamTap,
+    r: Routed<AsyncIterable<C>>,
+    adm: Admission | undefined,
+  ): Promise<void> {
+    const flight = f as Flight<unknown>;
+    let usage: Usage | undefined;
+    const max = s.cache?.cfg.max_entry_bytes ?? 0;
+    try {
+      for await (const c of r.result) {
+        if (c.usage) usage = c.usage;
+        tap.push(c);
+        // too big to cache: late joiners could not be served from the log either
+        if (tap.bytes > max) s.flights.end(key, flight);
+      }
+      tap.finish();
+      adm?.settle(usage, r.target.target.price);
+      if (tap.bytes <= max) s.cache?.putStream(key, { backend: r.target.backend, model: r.target.model }, tap.chunks);
+    } catch (err) {
+      tap.finish(err);
+      adm?.settle(usage, r.target.target.price);
+    } finally {
+      f.settle();
+      s.flights.end(key, flight);
+    }
+  }
+
+  /** Public model names this key may use. */
+  models(keyName: string | undefined): string[] {
+    const all = this.router.publicModels();
+    const allowed = this.principal(keyName)?.models;
+    return allowed ? all.filter((m) => allowed.includes(m)) : all;
+  }
+}

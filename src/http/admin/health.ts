@@ -1,0 +1,45 @@
+import type { Context } from 'hono';
+import { GatewayError } from '../../errors/gateway-error.ts';
+import type { Deps } from '../deps.ts';
+import { json } from '../respond.ts';
+import type { AppEnv } from '../types.ts';
+
+/** Liveness: the process serves HTTP. */
+export function healthHandler() {
+  return (c: Context<AppEnv>): Response => json(c, 200, { status: 'ok' });
+}
+
+/** Readiness: 503 while starting, while a local model loads, and once draining for shutdown. */
+export function readyHandler(deps: Deps) {
+  return (c: Context<AppEnv>): Response => {
+    if (deps.lifecycle.draining) {
+      c.header('retry-after', '5');
+      throw new GatewayError('The gateway is shutting down.', { status: 503, type: 'service_unavailable_error', code: 'draining' });
+    }
+    const backends: Record<string, string> = {};
+    const loading: string[] = [];
+    for (const [name, e] of deps.registry.all()) {
+      backends[name] = e.unconfigured ? 'unconfigured' : e.status;
+      if (e.status === 'loading') loading.push(name);
+    }
+    if (!deps.lifecycle.ready) {
+      c.header('retry-after', '1');
+      const what = loading.length > 0 ? `loading ${loading.map((n) => `"${n}"`).join(', ')}` : 'starting';
+      throw new GatewayError(`The gateway is not ready yet (${what}).`, { status: 503, type: 'service_unavailable_error', code: 'not_ready' });
+    }
+    // Shared state: a Redis outage with on_unavailable: open keeps this replica ready (it serves with
+    // local limits; a blip must not pull a whole fleet out of the load balancer); with closed, the
+    // replica refuses keys with limits, so it reports 503 and the body says why.
+    const st = deps.config.state.store === 'redis' ? deps.store?.status() : undefined;
+    const state = st ? { store: st.store, state: st.state, ...(st.detail ? { detail: st.detail } : {}) } : undefined;
+    if (st?.state === 'degraded' && deps.config.state.store === 'redis' && deps.config.state.on_unavailable === 'closed') {
+      c.header('retry-after', '5');
+      throw new GatewayError(`The gateway cannot reach its state store: ${st.detail ?? 'unavailable'}.`, {
+        status: 503,
+        type: 'service_unavailable_error',
+        code: 'state_unavailable',
+      });
+    }
+    return json(c, 200, { status: 'ready', backends, ...(state ? { state } : {}) });
+  };
+}

@@ -1,0 +1,32 @@
+import type { BackendRegistry } from '../backends/registry.ts';
+import type { Config } from '../config/schema.ts';
+import type { Gateway } from '../gateway/operations.ts';
+import type { StateStore } from '../state/store.ts';
+import type { HealthState } from '../router/health-state.ts';
+import type { Logger } from '../telemetry/logger.ts';
+import type { LabelBounds, Metrics } from '../telemetry/metrics.ts';
+
+/** Everything one configuration generation's app needs, built by server/generations.ts (a reload builds a new one). */
+export interface Deps {
+  config: Config;
+  gateway: Gateway;
+  registry: BackendRegistry;
+  logger: Logger;
+  metrics: Metrics;
+  /** per-target breakers and latency statistics (outlives config reloads) */
+  health: HealthState;
+  /** package version, for /status */
+  version: string;
+  /** sections other subsystems add to /status (cache, limits, state store) */
+  statusExtras?: Record<string, () => unknown>;
+  /** limits and cache state (memory or redis); absent only in tests that build deps by hand */
+  store?: StateStore | undefined;
+  /** maps label values onto configured names (bounded cardinality) */
+  labels: LabelBounds;
+  /** epoch ms */
+  startedAt: number;
+  /** ready: every backend's load() has settled; loading: that promise (tests await it). */
+  lifecycle: { ready: boolean; draining: boolean; loading?: Promise<void> };
+  /** API requests being served now (counted by the access log; outlives config reloads). */
+  traffic: { inFlight: number };
+}

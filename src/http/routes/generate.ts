@@ -1,0 +1,62 @@
+/**
+ * The shared shape of the two generation routes (chat completions and legacy completions): read
+ * and validate the body, then answer as JSON or as an SSE stream, recording who served it, tokens,
+ * cost and time to first chunk.
+ */
+import type { z } from 'zod';
+import type { Deps } from '../deps.ts';
+import type { RequestInfo, StreamResult } from '../../gateway/operations.ts';
+import { parseRequest } from '../../protocol/validate.ts';
+import type { Routed } from '../../router/router.ts';
+import { costUsd } from '../../telemetry/cost.ts';
+import type { TokenUsage } from '../../telemetry/cost.ts';
+import { readJsonBody } from '../body.ts';
+import { answerHeaders, sendJson } from '../direct.ts';
+import type { Exchange } from '../exchange.ts';
+import { markRouted, markUsage, requestInfo } from '../respond.ts';
+import { writeSse } from '../sse.ts';
+
+export interface Generation<Req, Full, Chunk> {
+  schema: z.ZodType<Req>;
+  once(deps: Deps, req: Req, info: RequestInfo): Promise<Routed<Full>>;
+  stream(deps: Deps, req: Req, info: RequestInfo): Promise<StreamResult<Chunk>>;
+}
+
+export function generationHandler<Req extends { model: string; stream?: boolean | null | undefined }, Full extends { usage?: TokenUsage | null | undefined }, Chunk>(
+  deps: Deps,
+  g: Generation<Req, Full, Chunk>,
+) {
+  return async (x: Exchange): Promise<void> => {
+    const body = await readJsonBody(x, deps.config.server.max_body_bytes);
+    const req = parseRequest(g.schema, body);
+    const log = x.log;
+    log.model = req.model;
+    log.stream = req.stream === true;
+    if (req.stream) {
+      const s = await g.stream(deps, req, requestInfo(x));
+      markRouted(x, s);
+      writeSse(
+        x.outgoing,
+        answerHeaders(x),
+        s.result,
+        deps.config.server.send_timeout_ms,
+        (err) => {
+          const u = log.cache === 'hit' ? undefined : s.usage.value;
+          log.promptTokens = u?.prompt_tokens;
+          log.completionTokens = u?.completion_tokens;
+          log.costUsd = log.cache === 'hit' ? 0 : costUsd(u, log.price);
+          if (err) log.errorCode = err.code ?? err.type;
+        },
+        () => {
+          log.ttftMs = performance.now() - log.startedAt;
+        },
+        () => deps.traffic.inFlight > 1,
+      );
+      return;
+    }
+    const r = await g.once(deps, req, requestInfo(x));
+    markRouted(x, r);
+    markUsage(x, r.result.usage);
+    sendJson(x, 200, r.result, deps.config.server.send_timeout_ms);
+  };
+}

@@ -1,0 +1,189 @@
+/**
+ * The running gateway as a sequence of configuration generations. Each generation is a complete
+ * Deps + request listener (Hono app included) built from one validated config; the HTTP server hands every new request to the
+ * current generation, and a request keeps the generation it started on to its last byte (its
+ * handlers close over that generation's deps), so in-flight requests and streams finish on the
+ * config they started with.
+ *
+ * What outlives a reload: the metrics registry, the per-target breakers and latency statistics
+ * (HealthState: unchanged targets keep their history), the lifecycle flags, backends whose
+ * configuration did not change (their connection pools and loaded models), and the state store and
+ * tokenizer when their settings did not change (limits counters and cached answers survive).
+ * Backends that changed are built and loaded *before* the switch — switching an ONNX model
+ * version is a config change, and so is rolling it back — and a reload whose new backends fail to
+ * load is rejected, leaving the old generation serving. New remote backends (an SDK to import) are
+ * part of that load: a generation never serves with one of them still importing.
+ */
+import type { RequestListener } from 'node:http';
+import { OnnxBackend } from '../backends/onnx/backend.ts';
+import { BackendRegistry } from '../backends/registry.ts';
+import type { LoadedConfig } from '../config/load.ts';
+import type { Deps } from '../http/deps.ts';
+import { Gateway } from '../gateway/operations.ts';
+import { cacheSection, keysSection } from '../http/admin/status-extras.ts';
+import { createListener } from '../http/listener.ts';
+import { HealthState } from '../router/health-state.ts';
+import { Router, systemClock } from '../router/router.ts';
+import { createServices, storeIdentity, type BuiltServices } from './services.ts';
+import type { LimitName } from '../state/store.ts';
+import type { Logger } from '../telemetry/logger.ts';
+import { LabelBounds, Metrics, routerMetrics } from '../telemetry/metrics.ts';
+
+const LIMIT_LABEL: Record<LimitName, string> = { requests: 'rpm', tokens: 'tpm', concurrency: 'concurrency', budget: 'budget' };
+
+interface Generation {
+  deps: Deps;
+  listener: RequestListener;
+  services: BuiltServices;
+  loaded: LoadedConfig;
+}
+
+export type ReloadResult = { ok: true; changed: string[]; warnings: string[] } | { ok: false; problems: string[] };
+
+export class Runtime {
+  private gen: Generation;
+  private readonly metrics = new Metrics();
+  private readonly health: HealthState;
+  private readonly lifecycle: Deps['lifecycle'] = { ready: false, draining: false };
+  private readonly traffic: Deps['traffic'] = { inFlight: 0 };
+  private readonly startedAt = Date.now();
+  private reloading: Promise<ReloadResult> | undefined;
+
+  constructor(
+    loaded: LoadedConfig,
+    private readonly logger: Logger,
+    private readonly version: string,
+  ) {
+    this.health = new HealthState(loaded.config.routing.breaker);
+    this.metrics.setBreakerSource(() =>
+      this.health
+        .snapshot(Date.now())
+        .map((s) => ({ backend: s.backend, model: s.model, state: s.state === 'closed' ? 0 : s.state === 'half_open' ? 1 : 2 })),
+    );
+    this.gen = this.build(loaded);
+  }
+
+  get deps(): Deps {
+    return this.gen.deps;
+  }
+
+  /** The server's request listener: every request goes to the generation current when it arrives. */
+  readonly listener: RequestListener = (incoming, outgoing) => this.gen.listener(incoming, outgoing);
+
+  /**
+   * Finishes what the first generation's remote backends need before they serve (an SDK import);
+   * awaited before the server listens, so /health 200 means they answer.
+   */
+  async prepare(): Promise<void> {
+    await this.gen.deps.registry.prepare();
+  }
+
+  /** Loads the first generation's local backends and warms its services; /ready turns 200 after. */
+  async start(): Promise<void> {
+    const [failures] = await Promise.all([this.gen.deps.registry.loadAll(), this.gen.services.warm()]);
+    for (const f of failures) this.logger.error('backend failed to load', { backend: f.backend, error: f.error });
+    this.lifecycle.ready = true;
+  }
+
+  private build(loaded: LoadedConfig, previous?: Generation): Generation {
+    const { config } = loaded;
+    const labels = new LabelBounds(Object.keys(config.models), Object.keys(config.backends), (config.keys ?? []).map((k) => k.name));
+    this.health.configure(config.routing.breaker);
+    const registry = new BackendRegistry(config, loaded.unconfiguredBackends, this.logger, previous?.deps.registry);
+    const router = new Router(config, registry, this.health, systemClock, Math.random, routerMetrics(this.metrics, labels));
+    for (const [name, entry] of registry.all()) {
+      if (entry.llm instanceof OnnxBackend) entry.llm.observeBatches((size) => this.metrics.onnxBatchSize.observe({ backend: labels.backend(name) }, size));
+    }
+    const keepStore = previous && storeIdentity(previous.loaded.config) === storeIdentity(config);
+    const services = createServices(
+      config,
+      this.logger,
+      (key, limit) => this.metrics.rateLimited.inc({ key: labels.key(key), limit: LIMIT_LABEL[limit] }),
+      keepStore ? { store: previous.services.store, tokens: previous.services.tokens } : undefined,
+    );
+    const deps: Deps = {
+      config,
+      registry,
+      gateway: new Gateway(router, services),
+      store: services.store,
+      logger: this.logger,
+      metrics: this.metrics,
+      labels,
+      health: this.health,
+      version: this.version,
+      startedAt: this.startedAt,
+      lifecycle: this.lifecycle,
+      traffic: this.traffic,
+      statusExtras: {
+        cache: () => cacheSection(this.metrics, config.cache.enabled, { coalesced: () => services.cache?.stats.coalesced, entries: () => services.store.cacheEntries?.() }),
+        keys: () => keysSection(config, services.store, Date.now(), (key) => services.limiter.leasesHeld(key)),
+      },
+    };
+    return { deps, listener: createListener(deps), services, loaded };
+  }
+
+  /**
+   * Validated config in, new generation live (or the old one kept, with the reasons). Concurrent
+   * calls share one reload.
+   */
+  reload(loaded: LoadedConfig): Promise<ReloadResult> {
+    this.reloading ??= this.doReload(loaded).finally(() => {
+      this.reloading = undefined;
+    });
+    return this.reloading;
+  }
+
+  private async doReload(loaded: LoadedConfig): Promise<ReloadResult> {
+    const old = this.gen;
+    const next = this.build(loaded, old);
+    const [failures] = await Promise.all([next.deps.registry.loadAll(), next.services.warm()]);
+    if (failures.length > 0) {
+      await next.deps.registry.closeExcept(old.deps.registry);
+      await next.services.close({ store: old.services.store, tokens: old.services.tokens });
+      return { ok: false, problems: failures.map((f) => `backends.${f.backend}: failed to load: ${f.error}`) };
+    }
+    this.gen = next;
+    const warnings: string[] = [];
+    const o = old.loaded.config.server;
+    const n = loaded.config.server;
+    if (o.host !== n.host || o.port !== n.port) warnings.push('server.host / server.port changes take effect after a restart');
+    // Requests already running on the old generation finish on it; release what it alone owned after
+    // they have had the shutdown grace period to do so.
+    const grace = Math.max(1000, loaded.config.server.shutdown_grace_ms);
+    const keep = { store: next.services.store, tokens: next.services.tokens };
+    setTimeout(() => {
+      void old.deps.registry.closeExcept(next.deps.registry);
+      void old.services.close(keep);
+    }, grace).unref();
+    return { ok: true, changed: describeChanges(old.loaded, loaded), warnings };
+  }
+
+  /** Drains: /ready 503 first; the caller closes the listener; then everything is released. */
+  markDraining(): void {
+    this.lifecycle.draining = true;
+  }
+
+  async close(): Promise<void> {
+    await this.gen.deps.registry.close();
+    await this.gen.services.close();
+  }
+}
+
+function describeChanges(a: LoadedConfig, b: LoadedConfig): string[] {
+  const out: string[] = [];
+  const sections = new Set([...Object.keys(a.config), ...Object.keys(b.config)]) as Set<keyof LoadedConfig['config']>;
+  for (const s of sections) {
+    if (s === 'backends' || s === 'models') continue;
+    if (JSON.stringify(a.config[s]) !== JSON.stringify(b.config[s])) out.push(s);
+  }
+  for (const kind of ['backends', 'models'] as const) {
+    const x = a.config[kind] as Record<string, unknown>;
+    const y = b.config[kind] as Record<string, unknown>;
+    for (const k of new Set([...Object.keys(x), ...Object.keys(y)])) {
+      if (!(k in x)) out.push(`${kind}.${k} (added)`);
+      else if (!(k in y)) out.push(`${kind}.${k} (removed)`);
+      else if (JSON.stringify(x[k]) !== JSON.stringify(y[k])) out.push(`${kind}.${k}`);
+    }
+  }
+  return out;
+}

@@ -1,0 +1,99 @@
+/**
+ * Builds what the request pipeline needs besides the router: the StateStore (memory or Redis),
+ * the limiter, the response cache, the coalescing table and the tokenizer.
+ */
+import type { Config } from '../config/schema.ts';
+import { Flights } from '../cache/flights.ts';
+import { ResponseCache } from '../cache/response-cache.ts';
+import { Limiter } from '../limits/limiter.ts';
+import { encodingFor, TokenCounter, type Encoding } from '../limits/tokens.ts';
+import type { Services } from '../gateway/pipeline.ts';
+import { MemoryStore } from '../state/memory.ts';
+import { RedisStore } from '../state/redis.ts';
+import type { LimitName, StateStore } from '../state/store.ts';
+import type { Logger } from '../telemetry/logger.ts';
+
+export interface BuiltServices extends Services {
+  store: StateStore;
+  tokens: TokenCounter;
+  /** Start-up work (tokenizer encoders, the first Redis connection); /ready waits for it. */
+  warm(): Promise<void>;
+  /** Releases what these services own, except what a newer generation `keep`s. */
+  close(keep?: ReusableServices): Promise<void>;
+}
+
+export function createStore(config: Config, logger: Logger): StateStore {
+  const st = config.state;
+  if (st.store === 'redis') {
+    return new RedisStore({
+      url: st.url,
+      keyPrefix: st.key_prefix,
+      onUnavailable: st.on_unavailable,
+      commandTimeoutMs: st.command_timeout_ms,
+      maxEntries: config.cache.max_entries,
+      maxBytes: config.cache.max_bytes,
+      logger,
+    });
+  }
+  return new MemoryStore({ maxEntries: config.cache.max_entries, maxBytes: config.cache.max_bytes });
+}
+
+/** The encodings the configured models need, when some key has a tpm limit (else none). */
+function neededEncodings(config: Config): Encoding[] {
+  if (!config.keys?.some((k) => k.limits?.tpm !== undefined)) return [];
+  const out = new Set<Encoding>();
+  for (const m of Object.values(config.models)) {
+    const first = m.targets[0];
+    if (first) out.add(encodingFor(first.model));
+  }
+  return [...out];
+}
+
+/** What a configuration reload can carry over from the previous generation's services. */
+export interface ReusableServices {
+  store: StateStore;
+  tokens: TokenCounter;
+}
+
+/** The part of the config that decides how the store is built: equal → the store can be kept. */
+export function storeIdentity(config: Config): string {
+  return JSON.stringify([config.state, config.cache.max_entries, config.cache.max_bytes]);
+}
+
+export function createServices(
+  config: Config,
+  logger: Logger,
+  onRefused?: (key: string, limit: LimitName) => void,
+  reuse?: ReusableServices,
+): BuiltServices {
+  const store = reuse?.store ?? createStore(config, logger);
+  let warned = false;
+  const limiter = new Limiter(store, Date.now, onRefused, (err) => {
+    if (warned) return;
+    warned = true;
+    logger.warn('limits: a state update failed', { error: err instanceof Error ? err.message.slice(0, 200) : 'unknown' });
+  });
+  const tokens = reuse?.tokens ?? new TokenCounter();
+  const cache = config.cache.enabled ? new ResponseCache(store, config.cache) : undefined;
+  return {
+    config,
+    store,
+    limiter,
+    cache,
+    flights: new Flights(config.cache.coalesce),
+    tokens,
+    async warm() {
+      const encodings = neededEncodings(config);
+      await Promise.all([
+        tokens.warm(encodings).catch((err: unknown) =>
+          logger.error('tokenizer failed to load: token limits fall back to body bytes / 4', { error: err instanceof Error ? err.message : 'unknown' }),
+        ),
+        store instanceof RedisStore ? store.ready(3000) : Promise.resolve(true),
+      ]);
+    },
+    async close(keep?: ReusableServices) {
+      limiter.close();
+      await Promise.all([keep?.tokens === tokens ? undefined : tokens.close(), keep?.store === store ? undefined : store.close()]);
+    },
+  };
+}
