@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { GatewayError } from '../../errors/gateway-error.ts';
-import { chatRequestSchema } from '../chat/schema.ts';
+import { chatRequestSchema, type ChatCompletion } from '../chat/schema.ts';
 import { parseResponsesRequest } from './schema.ts';
+import { fromChat } from './from-chat.ts';
 import { flatName, responsesName, toChat, type ToChatOptions } from './to-chat.ts';
 
 function translate(body: Record<string, unknown>, opts?: ToChatOptions) {
@@ -174,6 +175,26 @@ describe('toChat: tool calls and outputs', () => {
       { resolveItem: (id) => (id === 'msg_1' ? { type: 'message', role: 'user', content: 'stored' } : undefined) },
     );
     assert.deepEqual(chat.messages, [{ role: 'user', content: 'stored' }, { role: 'user', content: 'and?' }]);
+  });
+
+  it('a served turn (fromChat output, namespaced call included) replays as history for the next turn', () => {
+    const tools = [{ type: 'namespace', name: 'fs', description: '', tools: [{ type: 'function', name: 'read' }] }];
+    const first = parseResponsesRequest({ model: 'm', input: 'read a', tools });
+    const served = fromChat(
+      {
+        id: 'c', object: 'chat.completion', created: 1, model: 'b',
+        choices: [{ index: 0, finish_reason: 'tool_calls', logprobs: null, message: { role: 'assistant', content: 'Reading.', refusal: null, reasoning_content: 'plan', tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'fs__read', arguments: '{"p":"a"}' } }] } as never }],
+      } as ChatCompletion,
+      { id: 'resp_1', createdAt: 1, model: 'm', request: first, names: toChat(first).names },
+    );
+    const history = [{ type: 'message', role: 'user', content: 'read a' }, ...(served.output as unknown as Array<Record<string, unknown>>)];
+    const { chat, warnings } = translate({ previous_response_id: 'resp_1', input: [{ type: 'function_call_output', call_id: 'call_1', output: 'A' }], tools }, { history });
+    assert.deepEqual(chat.messages, [
+      { role: 'user', content: 'read a' },
+      { role: 'assistant', content: 'Reading.', tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'fs__read', arguments: '{"p":"a"}' } }] },
+      { role: 'tool', tool_call_id: 'call_1', content: 'A' },
+    ]);
+    assert.equal(warnings.length, 1, 'the reasoning item was left out');
   });
 
   it('history (previous_response_id) goes before input', () => {
