@@ -4,7 +4,7 @@
  * once however the stream stops, and replay of cached chunks.
  */
 import type { AbortLike } from '../lib/abort.ts';
-import type { Chunk, Usage } from './pipeline.ts';
+import type { Chunk, Usage } from './types.ts';
 import { DONE, pollable, withEnd, type Pollable } from '../lib/pollable.ts';
 import { addedUsageNull, droppedUsageNull, PlainChunk } from '../protocol/chat/event-text.ts';
 

@@ -23,9 +23,9 @@ import { encodingFor, type TokenCounter } from '../limits/tokens.ts';
 import type { Operation, ResolvedTarget, Routed, Router } from '../router/router.ts';
 import { ended, replay, shapeUsage } from './pipeline-streams.ts';
 
-export type Usage = { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+export type { Chunk, Usage } from './types.ts';
+import type { Chunk, Usage } from './types.ts';
 type UsageLike = { prompt_tokens?: number | null | undefined; completion_tokens?: number | null | undefined };
-export type Chunk = { usage?: Usage | null | undefined; choices: unknown[] };
 
 export type CacheStatus = 'hit' | 'miss' | 'bypass';
 

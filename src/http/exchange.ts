@@ -8,7 +8,32 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { ClientAbort } from '../lib/abort.ts';
-import type { RequestLog } from './types.ts';
+
+/** The request's JSON log line, filled in as the request goes. */
+export interface RequestLog {
+  route: string;
+  model?: string;
+  backend?: string;
+  upstreamModel?: string;
+  attempts?: number;
+  errorCode?: string | null;
+  promptTokens?: number;
+  completionTokens?: number;
+  stream?: boolean;
+  key?: string;
+  /** performance.now() when the request arrived */
+  startedAt: number;
+  /** streams: ms from arrival to the first chunk written */
+  ttftMs?: number;
+  /** ms spent in upstream calls */
+  upstreamMs?: number;
+  /** USD; undefined = unknown (no price or no usage) */
+  costUsd?: number;
+  /** the serving target had a price configured */
+  priced?: boolean;
+  price?: { input: number; output: number } | undefined;
+  cache?: 'hit' | 'miss' | 'bypass';
+}
 
 const REQUEST_ID = /^[A-Za-z0-9._:@\-]{1,128}$/;
 

@@ -4,7 +4,7 @@
  * (`attempts`, `x-should-retry`) every final error carries.
  */
 import { GatewayError } from '../errors/gateway-error.ts';
-import type { ResolvedTarget } from './router.ts';
+import type { ResolvedTarget } from './types.ts';
 
 /** One line of the "every attempt" list: which target, and what happened to it. */
 export interface AttemptRecord {

@@ -11,9 +11,9 @@
  */
 import { sleepUnlessAborted, type AbortLike } from '../lib/abort.ts';
 import type { CallContext } from '../backends/contract.ts';
-import type { BackendEntry, BackendRegistry } from '../backends/registry.ts';
+import type { BackendRegistry } from '../backends/registry.ts';
 import { clientClosed, upstreamTimeout } from '../backends/upstream/errors.ts';
-import type { Config, ModelConfig, PolicyName, TargetConfig } from '../config/schema.ts';
+import type { Config, ModelConfig, PolicyName } from '../config/schema.ts';
 import { GatewayError, asGatewayError, modelNotFound } from '../errors/gateway-error.ts';
 import { Attempt } from './attempt.ts';
 import { HealthState, type TargetHealth } from './health-state.ts';
@@ -23,61 +23,10 @@ import { backoffMs, disposition } from './retry.ts';
 import { openCommitted, type StreamHooks } from './stream.ts';
 
 export type { StreamHooks };
-export type Operation = 'chat' | 'completions' | 'embeddings';
-
-export interface ResolvedTarget {
-  publicModel: string;
-  backend: string;
-  /** Model name sent upstream. */
-  model: string;
-  target: TargetConfig;
-  entry: BackendEntry;
-}
-
-export interface Routed<T> {
-  result: T;
-  target: ResolvedTarget;
-  /** upstream calls made, retries included */
-  attempts: number;
-  /** time spent in upstream calls (streams: until the commit point), failed attempts included */
-  upstreamMs: number;
-}
-
-/** How one attempt at a target ended. */
-export type AttemptOutcome = 'success' | 'retryable' | 'fatal' | 'timeout' | 'client_closed';
-
-/** What the router reports as it works (metrics hang off this). */
-export interface RouterObserver {
-  attempt(backend: string, outcome: AttemptOutcome, ms: number): void;
-  retry(publicModel: string, backend: string): void;
-  failover(publicModel: string, fromBackend: string): void;
-}
+export type { AttemptOutcome, Clock, Operation, ResolvedTarget, RouteRequest, Routed, RouterObserver } from './types.ts';
+import type { Clock, Operation, ResolvedTarget, RouteRequest, Routed, RouterObserver } from './types.ts';
 
 const quietObserver: RouterObserver = { attempt() {}, retry() {}, failover() {} };
-
-/** What one request asks of the router, besides its body. */
-export interface RouteRequest {
-  publicModel: string;
-  op: Operation;
-  requestId: string;
-  signal: AbortLike;
-  stream: boolean;
-  /** only targets on this backend (request header `x-switchyard-backend`) */
-  pinBackend?: string | undefined;
-  /** the client's own deadline for the whole request, ms from now */
-  deadlineMs?: number | undefined;
-  /** stable identity for sticky weighted routing (the API key's name) */
-  stickyKey?: string | undefined;
-  /** rough prompt size, for the cost policy */
-  promptTokens: number;
-  maxOutputTokens?: number | undefined;
-}
-
-export interface Clock {
-  now(): number;
-  /** Resolves after `ms`, rejects when `signal` aborts first. */
-  sleep(ms: number, signal: AbortLike): Promise<void>;
-}
 
 export const systemClock: Clock = {
   now: () => Date.now(),

@@ -13,7 +13,7 @@ import { acceptPlain, DONE, pollable, type Pollable } from '../lib/pollable.ts';
 import { markFlushPoint, PlainChunk } from '../protocol/chat/event-text.ts';
 import type { Attempt } from './attempt.ts';
 import type { TargetHealth } from './health-state.ts';
-import type { Clock, ResolvedTarget } from './router.ts';
+import type { Clock, ResolvedTarget } from './types.ts';
 
 export interface StreamHooks<T> {
   /**

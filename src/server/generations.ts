@@ -27,7 +27,8 @@ import { Router, systemClock } from '../router/router.ts';
 import { createServices, storeIdentity, type BuiltServices } from './services.ts';
 import type { LimitName } from '../state/store.ts';
 import type { Logger } from '../telemetry/logger.ts';
-import { LabelBounds, Metrics, routerMetrics } from '../telemetry/metrics.ts';
+import { LabelBounds, Metrics } from '../telemetry/metrics.ts';
+import { routerMetrics } from './router-metrics.ts';
 
 const LIMIT_LABEL: Record<LimitName, string> = { requests: 'rpm', tokens: 'tpm', concurrency: 'concurrency', budget: 'budget' };
 

@@ -5,7 +5,6 @@
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { CounterCells, HistogramCells } from './cells.ts';
-import type { RouterObserver } from '../router/router.ts';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 const OVERHEAD_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25];
@@ -198,24 +197,3 @@ export class LabelBounds {
 }
 
 export const statusClass = (status: number): string => `${Math.floor(status / 100)}xx`;
-
-/**
- * The router's events as metrics. A stream's attempt ends at its commit point, between the
- * upstream's first token and the client's write of it; its two figures cost ~0.3 µs there in
- * cells (cells.ts). (With prom-client's own metrics they were queued to the end of the turn.)
- */
-export function routerMetrics(m: Metrics, labels: LabelBounds): RouterObserver {
-  return {
-    attempt(backend, outcome, ms) {
-      const b = labels.backend(backend);
-      m.attempts.inc({ backend: b, outcome });
-      m.upstreamDuration.observe({ backend: b }, ms / 1000);
-    },
-    retry(model, backend) {
-      m.retries.inc({ model: labels.model(model), backend: labels.backend(backend) });
-    },
-    failover(model, fromBackend) {
-      m.failovers.inc({ model: labels.model(model), from_backend: labels.backend(fromBackend) });
-    },
-  };
-}

@@ -28,7 +28,7 @@ import type { BackendHealth, BaseLLM, CallContext, Capabilities, Capacity } from
 import { fromLlamaStatus, llamaStreamError, poolingNone, type LlamaErrorBody } from './errors.ts';
 import { LlamaServerMonitor } from './monitor.ts';
 import { llamaSseFraming } from './sse.ts';
-import type { StatusErrorInfo } from '../upstream/client.ts';
+import type { StatusErrorInfo } from '../upstream/types.ts';
 import { withEnd } from '../../lib/pollable.ts';
 import { OpenAICompatibleBackend } from '../openai/backend.ts';
 

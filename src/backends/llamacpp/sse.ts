@@ -11,7 +11,7 @@
  * hiding the failure. The third it would yield as if it were a chunk. `llamaSseFraming` tells that
  * reader to take the last two as the first.
  */
-import type { SseFraming } from '../upstream/client.ts';
+import type { SseFraming } from '../upstream/types.ts';
 
 /** The `data:` payload of an error event: always a JSON object with an `error` key. */
 export function asErrorData(value: string): string {

@@ -14,7 +14,8 @@ import type { Completion, CompletionRequest } from '../../protocol/completions/s
 import { inputCount, type Embedding, type EmbeddingAnswer, type EmbeddingRequest, type EmbeddingResponse } from '../../protocol/embeddings/schema.ts';
 import type { BackendHealth, BaseLLM, CallContext, Capabilities } from '../contract.ts';
 import { sniffEmbeddings } from './embeddings-passthrough.ts';
-import { OpenAIHttpClient, parseJsonOnce, type CallOptions, type SseFraming, type StatusErrorInfo } from '../upstream/client.ts';
+import { OpenAIHttpClient, parseJsonOnce } from '../upstream/client.ts';
+import type { CallOptions, SseFraming, StatusErrorInfo } from '../upstream/types.ts';
 import { streamErrorEvent } from '../upstream/sse-reader.ts';
 import { fromUpstreamStatus, upstreamMalformed } from '../upstream/errors.ts';
 

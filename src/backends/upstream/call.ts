@@ -10,7 +10,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { GatewayError } from '../../errors/gateway-error.ts';
 import { bodyPool } from './body-pool.ts';
-import type { CallSignal, OpenAIHttpOptions } from './client.ts';
+import type { CallSignal, OpenAIHttpOptions } from './types.ts';
 import { abortReason, errorCode, onAbort, responseTooLarge } from './sse-reader.ts';
 import { encodingError, MAX_ERROR_BYTES, statusErrorOf } from './status.ts';
 import { redact, upstreamMalformed, upstreamUnreachable } from './errors.ts';

@@ -13,7 +13,8 @@ import { GatewayError } from '../../errors/gateway-error.ts';
 import type { PlainAware } from '../../lib/pollable.ts';
 import { jsonText, PlainChunk } from '../../protocol/chat/event-text.ts';
 import { llamaSseFraming } from '../llamacpp/sse.ts';
-import { OpenAIHttpClient, type OpenAIHttpOptions, type StatusErrorInfo } from './client.ts';
+import { OpenAIHttpClient } from './client.ts';
+import type { OpenAIHttpOptions, StatusErrorInfo } from './types.ts';
 
 const KEY = 'sk-unit-test-secret-key-0001';
 

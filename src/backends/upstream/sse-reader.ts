@@ -8,7 +8,7 @@ import { createParser, type EventSourceParser, type ParseError } from 'eventsour
 import { GatewayError } from '../../errors/gateway-error.ts';
 import { DONE, type PlainAware, type Pollable } from '../../lib/pollable.ts';
 import { keepText, PlainChunk, PlainHead } from '../../protocol/chat/event-text.ts';
-import type { CallSignal, OpenAIHttpOptions } from './client.ts';
+import type { CallSignal, OpenAIHttpOptions } from './types.ts';
 import { redact, upstreamMalformed } from './errors.ts';
 
 /** Largest tail read after `data: [DONE]` while waiting for the body to end. */

@@ -4,7 +4,7 @@
  * call (backends/upstream/stream-call.ts).
  */
 import type { GatewayError } from '../../errors/gateway-error.ts';
-import type { OpenAIHttpOptions, StatusErrorInfo } from './client.ts';
+import type { OpenAIHttpOptions, StatusErrorInfo } from './types.ts';
 import { fromUpstreamStatus, retryAfterSeconds, upstreamMalformed } from './errors.ts';
 
 /** Largest error body read (the rest is discarded). */

@@ -5,7 +5,7 @@
  */
 import type { Dispatcher } from 'undici';
 import { UpstreamCall } from './call.ts';
-import type { CallSignal, OpenAIHttpOptions } from './client.ts';
+import type { CallSignal, OpenAIHttpOptions } from './types.ts';
 import { SseIterator } from './sse-reader.ts';
 
 /**

@@ -1,0 +1,58 @@
+/** Types the router's modules and its callers share. */
+import type { AbortLike } from '../lib/abort.ts';
+import type { BackendEntry } from '../backends/registry.ts';
+import type { TargetConfig } from '../config/schema.ts';
+
+export type Operation = 'chat' | 'completions' | 'embeddings';
+
+export interface ResolvedTarget {
+  publicModel: string;
+  backend: string;
+  /** Model name sent upstream. */
+  model: string;
+  target: TargetConfig;
+  entry: BackendEntry;
+}
+
+export interface Routed<T> {
+  result: T;
+  target: ResolvedTarget;
+  /** upstream calls made, retries included */
+  attempts: number;
+  /** time spent in upstream calls (streams: until the commit point), failed attempts included */
+  upstreamMs: number;
+}
+
+/** How one attempt at a target ended. */
+export type AttemptOutcome = 'success' | 'retryable' | 'fatal' | 'timeout' | 'client_closed';
+
+/** What the router reports as it works (metrics hang off this). */
+export interface RouterObserver {
+  attempt(backend: string, outcome: AttemptOutcome, ms: number): void;
+  retry(publicModel: string, backend: string): void;
+  failover(publicModel: string, fromBackend: string): void;
+}
+
+/** What one request asks of the router, besides its body. */
+export interface RouteRequest {
+  publicModel: string;
+  op: Operation;
+  requestId: string;
+  signal: AbortLike;
+  stream: boolean;
+  /** only targets on this backend (request header `x-switchyard-backend`) */
+  pinBackend?: string | undefined;
+  /** the client's own deadline for the whole request, ms from now */
+  deadlineMs?: number | undefined;
+  /** stable identity for sticky weighted routing (the API key's name) */
+  stickyKey?: string | undefined;
+  /** rough prompt size, for the cost policy */
+  promptTokens: number;
+  maxOutputTokens?: number | undefined;
+}
+
+export interface Clock {
+  now(): number;
+  /** Resolves after `ms`, rejects when `signal` aborts first. */
+  sleep(ms: number, signal: AbortLike): Promise<void>;
+}
