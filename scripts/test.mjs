@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Runs every *.test.ts under test/ and src/ with Node's test runner (Node 20 does not expand
 // globs itself). Extra arguments are passed to `node --test` (e.g. --test-name-pattern=foo);
-// arguments ending in .ts replace the file list.
+// arguments ending in .ts replace the file list (and skip the layering check).
 import { spawnSync } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -30,6 +30,14 @@ const files = explicit.length > 0 ? explicit : [...find('src'), ...find('test')]
 if (files.length === 0) {
   console.error('no test files found');
   process.exit(1);
+}
+// The layering rules (.dependency-cruiser.cjs) first: no import cycles, no import up a layer.
+if (explicit.length === 0) {
+  const dc = spawnSync(process.execPath, ['node_modules/dependency-cruiser/bin/dependency-cruise.mjs', 'src', '--config', '.dependency-cruiser.cjs', '--output-type', 'err'], { stdio: 'inherit' });
+  if (dc.status !== 0) {
+    console.error('layering check failed (npm run deps to see it alone)');
+    process.exit(dc.status ?? 1);
+  }
 }
 const r = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-reporter=spec', '--test-timeout=60000', ...flags, ...files], {
   stdio: 'inherit',

@@ -1,0 +1,59 @@
+/**
+ * Layering rules, checked in `npm test` (scripts/test.mjs runs `depcruise` before the tests).
+ * Layers, top to bottom — a module may import its own layer and the layers below it, never above:
+ *
+ *   main.ts, cli.ts → server/ → http/ → gateway/ → router/ → backends/
+ *     → cache/ limits/ state/ telemetry/ config/ → protocol/ → errors/ → lib/
+ */
+const layer = (name, above) => ({
+  name: `${name}-not-up`,
+  comment: `src/${name}/ must not import ${above.join(', ')} (a layer above it)`,
+  severity: 'error',
+  from: { path: `^src/${name}/` },
+  to: { path: `^src/(${above.join('|')})/` },
+});
+
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-circular',
+      comment: 'import cycles hide the layering; shared types go into their folder\'s types.ts',
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { circular: true },
+    },
+    {
+      name: 'no-entry-imports',
+      comment: 'nothing imports the entry points',
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { path: '^src/(main|cli)\\.ts$' },
+    },
+    layer('http', ['server']),
+    layer('gateway', ['server', 'http']),
+    layer('router', ['server', 'http', 'gateway']),
+    layer('backends', ['server', 'http', 'gateway', 'router']),
+    layer('cache', ['server', 'http', 'gateway', 'router', 'backends']),
+    layer('limits', ['server', 'http', 'gateway', 'router', 'backends']),
+    layer('state', ['server', 'http', 'gateway', 'router', 'backends', 'cache', 'limits']),
+    layer('telemetry', ['server', 'http', 'gateway', 'router', 'backends', 'cache', 'limits', 'state']),
+    layer('config', ['server', 'http', 'gateway', 'router', 'backends', 'cache', 'limits', 'state', 'telemetry']),
+    layer('protocol', ['server', 'http', 'gateway', 'router', 'backends', 'cache', 'limits', 'state', 'telemetry', 'config']),
+    layer('errors', ['server', 'http', 'gateway', 'router', 'backends', 'cache', 'limits', 'state', 'telemetry', 'config', 'protocol']),
+    layer('lib', ['server', 'http', 'gateway', 'router', 'backends', 'cache', 'limits', 'state', 'telemetry', 'config', 'protocol', 'errors']),
+    {
+      name: 'backends-apart',
+      comment: 'a backend folder imports only the contract, the shared upstream client and itself',
+      severity: 'error',
+      from: { path: '^src/backends/(anthropic|fake|onnx)/' },
+      to: { path: '^src/backends/(openai|llamacpp|anthropic|fake|onnx)/', pathNot: '^src/backends/$1/' },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    exclude: { path: '\\.test\\.ts$' },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    enhancedResolveOptions: { extensions: ['.ts', '.js'] },
+  },
+};
