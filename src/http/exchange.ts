@@ -1,8 +1,9 @@
 /**
  * One request's state from its arrival to its last byte: the Node request and response, the id,
- * the log record, the headers its answer collects, the client's abort. Both ways in share it: the
- * generation routes' own listener (http/listener.ts) and Hono's (http/app.ts, where the access log
- * middleware opens it and routes find it as `c.get('x')`); the routes' handlers see only this.
+ * the log record, the headers its answer collects, the client's abort, the route's params and
+ * error envelope. The listener (http/listener.ts) opens it for every `/v1/*` request and the API's
+ * handlers see only this; the admin routes on Hono (http/app.ts) find it as `c.get('x')`, opened by
+ * the access log middleware.
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -33,7 +34,17 @@ export interface RequestLog {
   priced?: boolean;
   price?: { input: number; output: number } | undefined;
   cache?: 'hit' | 'miss' | 'bypass';
+  /** what a translation dropped (short notes, no prompt text) */
+  warnings?: string[];
 }
+
+/** The error body a route answers with: OpenAI's, or Anthropic's on the `/v1/messages` routes. */
+export type Envelope = 'openai' | 'anthropic';
+
+/** A route's path params, decoded (http/route-table.ts). */
+export type Params = Readonly<Record<string, string>>;
+
+const NO_PARAMS: Params = Object.freeze({});
 
 const REQUEST_ID = /^[A-Za-z0-9._:@\-]{1,128}$/;
 
@@ -62,6 +73,10 @@ export class Exchange {
   bodySettled = false;
   /** counted in the in-flight gauge (access-log.ts) */
   inFlight = false;
+  /** the params the route's pattern bound (`{id}` of `/v1/responses/{id}`) */
+  params: Params = NO_PARAMS;
+  /** the envelope errors of this request are answered in (api.ts) */
+  envelope: Envelope = 'openai';
 
   constructor(
     readonly incoming: IncomingMessage,
@@ -70,6 +85,13 @@ export class Exchange {
     const given = this.header('x-request-id');
     this.requestId = given !== undefined && REQUEST_ID.test(given) ? given : newRequestId();
     this.log = { route: 'unmatched', startedAt: this.startedAt };
+  }
+
+  /** The query string's parameters (`?beta=true`); the route itself is found without them. */
+  query(): URLSearchParams {
+    const url = this.incoming.url ?? '';
+    const q = url.indexOf('?');
+    return new URLSearchParams(q < 0 ? '' : url.slice(q + 1));
   }
 
   /** A request header (lower-case name); repeated ones as Node joins them. */
