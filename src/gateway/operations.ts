@@ -14,7 +14,9 @@ import type { Completion, CompletionRequest } from '../protocol/completions/sche
 import { encodeEmbeddings, RawEmbeddingResponse, type EmbeddingAnswer, type EmbeddingRequest } from '../protocol/embeddings/schema.ts';
 import { PlainChunk } from '../protocol/chat/event-text.ts';
 import type { Operation, RouteRequest, Router, StreamHooks } from '../router/router.ts';
-import { GatewayError } from '../errors/gateway-error.ts';
+import { GatewayError, modelNotFound } from '../errors/gateway-error.ts';
+import { countPrompt } from '../limits/estimate.ts';
+import { encodingFor } from '../limits/tokens.ts';
 
 export type { Answer, Served, StreamResult } from './pipeline.ts';
 
@@ -122,6 +124,19 @@ export class Gateway {
   /** Public model names, only those the key may use. */
   models(keyName?: string): string[] {
     return this.pipeline.models(keyName);
+  }
+
+  /**
+   * A prompt's tokens for `model`, counted with the gateway's tokenizer (an estimate: the encoding
+   * of the model's first target). 404 for a model that does not exist or is outside the key's list.
+   */
+  async countTokens(model: string, prompt: { texts: string[]; fixed: number }, keyName?: string): Promise<number> {
+    const p = this.pipeline.principal(keyName);
+    if (p?.models && !p.models.includes(model)) throw modelNotFound(model);
+    const first = this.router.resolve(model)[0];
+    const counter = this.services?.tokens;
+    if (!counter) return prompt.fixed + Math.ceil(prompt.texts.reduce((n, t) => n + t.length, 0) / 4);
+    return countPrompt(counter, encodingFor(first?.model ?? model), prompt);
   }
 
   private reserveDefault(): number {

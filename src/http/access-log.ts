@@ -72,6 +72,7 @@ function finish(deps: Deps, x: Exchange): void {
     completion_tokens: log.completionTokens,
     cost_usd: log.costUsd ?? (log.backend !== undefined && log.priced === false ? 'unknown' : undefined),
     error: log.errorCode ?? undefined,
+    warnings: log.warnings?.join('; '),
     client_closed: !outgoing.writableFinished,
     ttft_ms: round2(log.ttftMs),
     upstream_ms: round2(log.upstreamMs),

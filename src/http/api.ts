@@ -1,25 +1,31 @@
 /**
- * What both ways in share for the API: the generation routes' handlers, the guard every `/v1/*`
- * request passes (overload gate, then the client key), and the OpenAI error envelope of a failed
- * request. The routes' own listener (listener.ts) and Hono (http/app.ts) use exactly these, so a
- * request gets the same answer whichever way it came.
+ * The API plane: every `/v1/*` route in one table (method + path pattern → handler, each with its
+ * error envelope), the guard every `/v1/*` request passes (overload gate, then the client key) and
+ * the error answer of a failed request. The listener (listener.ts) serves all of `/v1/*` with
+ * these; Hono (app.ts) keeps only the admin and HTML routes.
+ *
+ * A new route is one `.add(…)` line below: its handler takes the Exchange (params in `x.params`,
+ * the query in `x.query()`), writes its answer itself and throws what should be an error answer.
  */
 import type { Deps } from './deps.ts';
 import { asGatewayError, errorHeaders, toOpenAIError } from '../errors/gateway-error.ts';
+import { anthropicErrorResponse } from '../protocol/messages/errors.ts';
 import { keyCheck } from './auth.ts';
 import { settleUnreadBody } from './body.ts';
 import { chatHandler } from './routes/chat.ts';
 import { completionsHandler } from './routes/completions.ts';
 import { embeddingsHandler } from './routes/embeddings.ts';
+import { countTokensHandler, messagesHandler } from './routes/messages.ts';
+import { getModelHandler, listModelsHandler } from './routes/models.ts';
+import { createResponseHandler, deleteResponseHandler, getResponseHandler, inputItemsHandler } from './routes/responses.ts';
 import type { Exchange } from './exchange.ts';
 import { overloadGate } from './overload.ts';
+import { RouteTable } from './route-table.ts';
 
-/** A route that writes its answer itself (direct.ts, sse.ts); it throws what should become an error answer. */
-export type ApiHandler = (x: Exchange) => Promise<void>;
+export type { ApiHandler } from './route-table.ts';
 
 export interface Api {
-  /** POST routes by exact path */
-  readonly post: ReadonlyMap<string, ApiHandler>;
+  readonly routes: RouteTable;
   /** throws 503 server_overloaded or 401; admits the request and records its key otherwise */
   readonly guard: (x: Exchange) => void;
 }
@@ -27,12 +33,22 @@ export interface Api {
 export function createApi(deps: Deps): Api {
   const admit = overloadGate(deps.config.server.max_concurrent_requests);
   const authenticate = keyCheck(deps.config.keys);
+  const routes = new RouteTable()
+    // Anthropic's clients get Anthropic's envelope (and may send their key in x-api-key)
+    .area('/v1/messages', 'anthropic')
+    .add('POST', '/v1/chat/completions', chatHandler(deps))
+    .add('POST', '/v1/completions', completionsHandler(deps))
+    .add('POST', '/v1/embeddings', embeddingsHandler(deps))
+    .add('GET', '/v1/models', listModelsHandler(deps))
+    .add('GET', '/v1/models/{model+}', getModelHandler(deps))
+    .add('POST', '/v1/messages', messagesHandler(deps))
+    .add('POST', '/v1/messages/count_tokens', countTokensHandler(deps))
+    .add('POST', '/v1/responses', createResponseHandler(deps))
+    .add('GET', '/v1/responses/{id}', getResponseHandler(deps))
+    .add('DELETE', '/v1/responses/{id}', deleteResponseHandler(deps))
+    .add('GET', '/v1/responses/{id}/input_items', inputItemsHandler(deps));
   return {
-    post: new Map([
-      ['/v1/chat/completions', chatHandler(deps)],
-      ['/v1/completions', completionsHandler(deps)],
-      ['/v1/embeddings', embeddingsHandler(deps)],
-    ]),
+    routes,
     guard: (x) => {
       admit?.(x);
       authenticate?.(x);
@@ -46,7 +62,10 @@ export interface ErrorAnswer {
   body: string;
 }
 
-/** The error answer for `err` (logged when it is our own fault), its code recorded in the request's log. */
+/**
+ * The error answer for `err` in the request's envelope (logged when it is our own fault), its code
+ * recorded in the request's log.
+ */
 export function errorAnswer(deps: Deps, x: Exchange, err: unknown): ErrorAnswer {
   const e = asGatewayError(err);
   if (e.status >= 500 && e.code === 'internal_error') {
@@ -64,15 +83,28 @@ export function errorAnswer(deps: Deps, x: Exchange, err: unknown): ErrorAnswer 
   if (e.backend !== undefined) log.backend ??= e.backend;
   // the body the answer does not wait for: dropped as it comes, or the connection closes after it
   settleUnreadBody(x);
-  const headers = errorHeaders(e);
+  let status: number;
+  let headers: Record<string, string>;
+  let body: string;
+  if (x.envelope === 'anthropic') {
+    const a = anthropicErrorResponse(e, x.requestId);
+    ({ status, headers } = a);
+    body = JSON.stringify(a.body);
+    // Anthropic's SDKs read the id from here
+    headers['request-id'] = x.requestId;
+  } else {
+    status = e.status;
+    headers = errorHeaders(e);
+    body = JSON.stringify(toOpenAIError(e));
+  }
   headers['content-type'] = 'application/json';
   headers['x-request-id'] = x.requestId;
   if (x.closeAfter) headers.connection = 'close';
   // 499 is not a status a client ever sees; it only marks our own log line.
-  return { status: e.status === 499 ? 400 : e.status, headers, body: JSON.stringify(toOpenAIError(e)) };
+  return { status: status === 499 ? 400 : status, headers, body };
 }
 
-/** Writes the error answer straight to Node's response (the routes' own listener). */
+/** Writes the error answer straight to Node's response (the API's routes, listener.ts). */
 export function sendError(deps: Deps, x: Exchange, err: unknown): void {
   const a = errorAnswer(deps, x, err);
   const res = x.outgoing;
