@@ -5,6 +5,9 @@
  * numbers that survive the round trip are converted, so a secret such as "007" or a 20-digit key is
  * never altered (string fields turn numbers back into their text). Messages name the variable, never
  * its value or a default (which may be a secret).
+ *
+ * `${0}`…`${9}` in a target's `model` (models.<name>.targets[i].model) are not variables: they are
+ * the model route's placeholders (router/model-routes.ts), left as they are.
  */
 
 export interface InterpolationResult {
@@ -15,6 +18,9 @@ export interface InterpolationResult {
 }
 
 const REF = /\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$\{([^}]*)\}?/g;
+const PLACEHOLDER = /^\$\{\d\}$/;
+/** models.<name>.targets[<i>].model: where `${0}`…`${9}` are route placeholders */
+const TARGET_MODEL = /^models\..+\.targets\[\d+\]\.model$/;
 
 export function joinPath(base: string, seg: string | number): string {
   if (typeof seg === 'number') return `${base}[${seg}]`;
@@ -44,6 +50,7 @@ export function interpolate(root: unknown, env: Readonly<Record<string, string |
     let touched = false;
     const out = s.replace(REF, (m: string, varName: string | undefined, def: string | undefined, bad: string | undefined) => {
       if (m === '$${') return '${';
+      if (PLACEHOLDER.test(m) && TARGET_MODEL.test(path)) return m;
       touched = true;
       if (varName === undefined) {
         problems.push({ path, message: malformed(m, bad ?? '') });

@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import { isScalar, LineCounter, parseDocument, visit } from 'yaml';
 import { interpolate, joinPath } from './interpolate.ts';
 import { fromZod, isRecord, kindOf, pathOf } from './messages.ts';
+import { highestPlaceholder, isPattern, starCount } from './model-names.ts';
 import {
   configSchema,
   defaultPrice,
@@ -181,6 +182,7 @@ export function parseConfig(text: string, source: string, env: Env = process.env
     }
   }
 
+  expandAliases(tree, at);
   const parsed = configSchema.safeParse(tree);
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {
@@ -211,7 +213,17 @@ export function parseConfig(text: string, source: string, env: Env = process.env
         const live = m.targets.some((t: unknown) => !isRecord(t) || t.weight === undefined || (typeof t.weight === 'number' && t.weight > 0));
         if (!live) at(joinPath(mpath, 'targets'), 'policy "weighted" needs at least one target with a weight above 0');
       }
-      if (!Array.isArray(m.targets) || !isRecord(backendsRaw)) continue;
+      if (!Array.isArray(m.targets)) continue;
+      const stars = starCount(mname);
+      m.targets.forEach((t: unknown, i) => {
+        const model = isRecord(t) ? t.model : undefined;
+        const n = typeof model === 'string' ? highestPlaceholder(model) : -1;
+        if (n > stars) {
+          const tpath = joinPath(joinPath(joinPath(mpath, 'targets'), i), 'model');
+          at(tpath, stars === 0 ? `"\${${n}}" needs a "*" in the model's name to fill it (only \${0}, the whole name, works here)` : `"\${${n}}" has no "*" to fill it (the name has ${stars})`);
+        }
+      });
+      if (!isRecord(backendsRaw)) continue;
       m.targets.forEach((t: unknown, i) => {
         const b = isRecord(t) ? t.backend : undefined;
         if (typeof b === 'string' && b !== '' && !backendNames.includes(b)) {
@@ -314,4 +326,53 @@ export function parseConfig(text: string, source: string, env: Env = process.env
 
 export function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || host.startsWith('127.');
+}
+
+/**
+ * `models.<name>: { alias: <other> }` becomes a copy of the entry it names (followed through other
+ * aliases), before the schema sees the tree. An alias names a model without `*`, and is not one.
+ */
+function expandAliases(tree: Record<string, unknown>, at: (path: string, msg: string) => void): void {
+  const models = tree.models;
+  if (!isRecord(models)) return;
+  const aliasOf = (v: unknown): unknown => (isRecord(v) && Object.keys(v).length === 1 && 'alias' in v ? v.alias : undefined);
+  for (const [name, entry] of Object.entries(models)) {
+    let target = aliasOf(entry);
+    if (target === undefined) continue;
+    const path = joinPath(joinPath('models', name), 'alias');
+    if (isPattern(name)) {
+      at(joinPath('models', name), 'an alias cannot be a pattern (a name with "*")');
+      delete models[name];
+      continue;
+    }
+    const seen = new Set([name]);
+    let resolved: unknown;
+    for (;;) {
+      if (typeof target !== 'string' || target === '') {
+        at(path, 'must be the name of another model');
+        break;
+      }
+      if (seen.has(target)) {
+        at(path, `aliases form a cycle (${[...seen, target].join(' → ')})`);
+        break;
+      }
+      if (!Object.hasOwn(models, target)) {
+        at(path, `unknown model "${target}" (known: ${Object.keys(models).filter((k) => aliasOf(models[k]) === undefined).join(', ') || 'none defined'})`);
+        break;
+      }
+      if (isPattern(target)) {
+        at(path, `"${target}" is a pattern: an alias names a model without "*"`);
+        break;
+      }
+      seen.add(target);
+      const next = aliasOf(models[target]);
+      if (next === undefined) {
+        resolved = models[target];
+        break;
+      }
+      target = next;
+    }
+    if (resolved === undefined) delete models[name];
+    else models[name] = structuredClone(resolved);
+  }
 }

@@ -5,6 +5,8 @@
 import { z } from 'zod';
 
 const name = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._:/-]*$/, 'must be letters, digits and . _ : / - (starting with a letter or digit)');
+/** A `models:` key: a name, or a pattern where `*` stands for any run of characters (router/model-routes.ts). */
+const modelName = z.string().regex(/^(?:[A-Za-z0-9*][A-Za-z0-9._:/*-]*)$/, 'must be letters, digits and . _ : / - (starting with a letter or digit), or a pattern with *');
 const positiveInt = z.int().min(1);
 /** A string field that may have been filled from `${VAR}` whose value looked like a number. */
 const text = () => z.preprocess((v) => (typeof v === 'number' || typeof v === 'boolean' ? String(v) : v), z.string());
@@ -287,7 +289,7 @@ export const loggingSchema = z.strictObject({
 export const configSchema = z.strictObject({
   server: serverSchema.default(serverSchema.parse({})),
   backends: z.record(name, backendSchema),
-  models: z.record(name, modelSchema),
+  models: z.record(modelName, modelSchema),
   keys: z.array(keySchema).optional(),
   limits: limitsSettingsSchema.default(limitsSettingsSchema.parse({})),
   cache: cacheSchema.default(cacheSchema.parse({})),

@@ -130,8 +130,8 @@ export class Pipeline {
   private prepare(job: Job, stream: boolean, s: Services): Prep {
     const principal = this.principal(job.info.keyName);
     const model = job.body.model;
-    // a model outside the key's list answers as if it did not exist
-    if (principal?.models && !principal.models.includes(model)) throw modelNotFound(model);
+    // a model outside the key's list (by the `models:` entry that serves it) answers as if it did not exist
+    if (principal?.models && !principal.models.includes(this.router.modelKey(model) ?? model)) throw modelNotFound(model);
     const targets = this.router.resolve(model);
     const cc = job.info.cacheControl ?? { noCache: false, noStore: false };
     const decision = s.cache ? decide(s.cache.cfg, job.op, job.body, cc) : undefined;
@@ -141,7 +141,7 @@ export class Pipeline {
         op: job.op,
         namespace: principal?.namespace ?? (s.config.cache.namespace === 'shared' ? 'shared' : 'anonymous'),
         model,
-        targets: (s.config.models[model]?.targets ?? []).map((t) => `${t.backend}/${t.model}`),
+        targets: targets.map((t) => `${t.backend}/${t.model}`),
         pin: job.info.pinBackend,
         stream,
         body: job.body,

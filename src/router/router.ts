@@ -13,7 +13,8 @@ import { sleepUnlessAborted, type AbortLike } from '../lib/abort.ts';
 import type { CallContext } from '../backends/contract.ts';
 import type { BackendRegistry } from '../backends/registry.ts';
 import { clientClosed, upstreamTimeout } from '../backends/upstream/errors.ts';
-import type { Config, ModelConfig, PolicyName } from '../config/schema.ts';
+import type { Config, PolicyName } from '../config/schema.ts';
+import { ModelRoutes, targetModel, type ModelRoute } from './model-routes.ts';
 import { GatewayError, asGatewayError, modelNotFound } from '../errors/gateway-error.ts';
 import { Attempt } from './attempt.ts';
 import { HealthState, type TargetHealth } from './health-state.ts';
@@ -43,30 +44,41 @@ export class Router {
     private readonly clock: Clock = systemClock,
     private readonly rand: () => number = Math.random,
     private readonly observer: RouterObserver = quietObserver,
-  ) {}
-
-  publicModels(): string[] {
-    return Object.keys(this.config.models);
+  ) {
+    this.routes = new ModelRoutes(config.models);
   }
 
-  private model(publicModel: string): ModelConfig {
-    const m = Object.hasOwn(this.config.models, publicModel) ? this.config.models[publicModel] : undefined;
+  private readonly routes: ModelRoutes;
+
+  /** The names clients can list (patterns are not listed). */
+  publicModels(): string[] {
+    return this.routes.concrete();
+  }
+
+  /** The `models:` key that serves `name` (a pattern's key for a name it matched), or undefined. */
+  modelKey(name: string): string | undefined {
+    return this.routes.keyOf(name);
+  }
+
+  private model(publicModel: string): ModelRoute {
+    const m = this.routes.match(publicModel);
     if (!m) throw modelNotFound(publicModel);
     return m;
   }
 
   resolve(publicModel: string): ResolvedTarget[] {
     const out: ResolvedTarget[] = [];
-    for (const t of this.model(publicModel).targets) {
+    const route = this.model(publicModel);
+    for (const t of route.config.targets) {
       const entry = this.registry.get(t.backend);
-      if (entry) out.push({ publicModel, backend: t.backend, model: t.model, target: t, entry });
+      if (entry) out.push({ publicModel, modelKey: route.key, backend: t.backend, model: targetModel(t.model, route.captures), target: t, entry });
     }
     return out;
   }
 
   /** The targets to try, in order: capability and pin filters, then the policy, then capacity. */
   plan(req: RouteRequest): ResolvedTarget[] {
-    const m = this.model(req.publicModel);
+    const m = this.model(req.publicModel).config;
     let targets = this.resolve(req.publicModel).filter((t) => t.entry.llm.capabilities[req.op]);
     if (targets.length === 0) {
       throw new GatewayError(`The model '${req.publicModel}' does not support ${OP_NAME[req.op]}.`, {
@@ -88,7 +100,7 @@ export class Router {
     }
     const now = this.clock.now();
     const cands: PolicyCandidate[] = targets.map((t) => {
-      const h = this.health.get(t.backend, t.model);
+      const h = this.health.get(t.backend, t.target.model);
       return { weight: t.target.weight, price: t.target.price, failureRate: h.breaker.failureRate(now), latency: h.stats.estimate() };
     });
     const order = orderTargets(m.policy as PolicyName, cands, {
@@ -96,7 +108,7 @@ export class Router {
       maxOutputTokens: req.maxOutputTokens ?? this.config.routing.default_max_tokens_estimate,
       stream: req.stream,
       rand: this.rand,
-      stickyKey: m.sticky && req.stickyKey !== undefined ? `${req.stickyKey}\u0000${req.publicModel}` : undefined,
+      stickyKey: m.sticky && req.stickyKey !== undefined ? `${req.stickyKey}\u0000${this.model(req.publicModel).key}` : undefined,
       exploreRate: this.config.routing.explore_rate,
       now,
       staleMs: this.config.routing.stale_ms,
@@ -164,7 +176,8 @@ export class Router {
     req: RouteRequest,
     exec: (t: ResolvedTarget, a: Attempt, h: TargetHealth, remainingMs: number) => Promise<T>,
   ): Promise<Routed<T>> {
-    const m = this.model(req.publicModel);
+    const route = this.model(req.publicModel);
+    const m = route.config;
     const targets = this.plan(req);
     const retryCfg = m.retry ?? this.config.routing.retry;
     const budget = Math.min(m.deadline_ms ?? this.config.routing.deadline_ms, req.deadlineMs ?? Number.POSITIVE_INFINITY);
@@ -178,7 +191,7 @@ export class Router {
     let upstreamMs = 0;
     let previous: string | undefined;
     for (const t of targets) {
-      if (previous !== undefined) this.observer.failover(req.publicModel, previous);
+      if (previous !== undefined) this.observer.failover(route.key, previous);
       previous = t.backend;
       const name = `${t.backend}/${t.model}`;
       const skip = skipReason(t);
@@ -187,7 +200,8 @@ export class Router {
         skips.push(skip);
         continue;
       }
-      const h = this.health.get(t.backend, t.model);
+      // breakers and statistics per configured target (a pattern's template, not each name it matched)
+      const h = this.health.get(t.backend, t.target.model);
       for (let retry = 0; ; retry++) {
         if (req.signal.aborted) throw finalize(clientClosed(), attempts);
         const now = this.clock.now();
@@ -236,7 +250,7 @@ export class Router {
           } catch {
             throw finalize(clientClosed(), attempts);
           }
-          this.observer.retry(req.publicModel, t.backend);
+          this.observer.retry(route.key, t.backend);
         }
       }
     }

@@ -6,7 +6,10 @@ import type { TargetConfig } from '../config/schema.ts';
 export type Operation = 'chat' | 'completions' | 'embeddings';
 
 export interface ResolvedTarget {
+  /** the name the client asked for */
   publicModel: string;
+  /** the `models:` entry that serves it (a pattern's key when a pattern matched) */
+  modelKey: string;
   backend: string;
   /** Model name sent upstream. */
   model: string;

@@ -23,6 +23,7 @@ import { Gateway } from '../gateway/operations.ts';
 import { cacheSection, keysSection } from '../http/admin/status-extras.ts';
 import { createListener } from '../http/listener.ts';
 import { HealthState } from '../router/health-state.ts';
+import { ModelRoutes } from '../router/model-routes.ts';
 import { Router, systemClock } from '../router/router.ts';
 import { createServices, storeIdentity, type BuiltServices } from './services.ts';
 import type { LimitName } from '../state/store.ts';
@@ -88,9 +89,10 @@ export class Runtime {
 
   private build(loaded: LoadedConfig, previous?: Generation): Generation {
     const { config } = loaded;
-    const labels = new LabelBounds(Object.keys(config.models), Object.keys(config.backends), (config.keys ?? []).map((k) => k.name));
     this.health.configure(config.routing.breaker);
     const registry = new BackendRegistry(config, loaded.unconfiguredBackends, this.logger, previous?.deps.registry);
+    const routes = new ModelRoutes(config.models);
+    const labels = new LabelBounds(Object.keys(config.models), Object.keys(config.backends), (config.keys ?? []).map((k) => k.name), (n) => routes.keyOf(n));
     const router = new Router(config, registry, this.health, systemClock, Math.random, routerMetrics(this.metrics, labels));
     for (const [name, entry] of registry.all()) {
       if (entry.llm instanceof OnnxBackend) entry.llm.observeBatches((size) => this.metrics.onnxBatchSize.observe({ backend: labels.backend(name) }, size));

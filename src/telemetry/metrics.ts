@@ -177,14 +177,25 @@ export class LabelBounds {
   private backends: ReadonlySet<string>;
   private keys: ReadonlySet<string>;
 
-  constructor(models: Iterable<string>, backends: Iterable<string>, keys: Iterable<string>) {
+  /**
+   * @param modelKey the `models:` key that serves a name (a pattern's key for a name it matched);
+   *   without it only configured names are kept
+   */
+  constructor(
+    models: Iterable<string>,
+    backends: Iterable<string>,
+    keys: Iterable<string>,
+    private readonly modelKey?: (name: string) => string | undefined,
+  ) {
     this.models = new Set(models);
     this.backends = new Set(backends);
     this.keys = new Set(keys);
   }
 
   model(v: string | undefined): string {
-    return v === undefined ? 'none' : this.models.has(v) ? v : 'other';
+    if (v === undefined) return 'none';
+    if (this.models.has(v)) return v;
+    return this.modelKey?.(v) ?? 'other';
   }
 
   backend(v: string | undefined): string {
