@@ -34,7 +34,7 @@ describe('e2e: Anthropic SDK / ChatAnthropic → Switchyard /v1/messages → cha
   let keyed: TestGateway;
   let client: Anthropic;
 
-  const sdk = (url: string, key = 'unused'): Anthropic => new Anthropic({ baseURL: url, authToken: key, maxRetries: 0 });
+  const sdk = (url: string, key = 'unused'): Anthropic => new Anthropic({ baseURL: url, apiKey: key, maxRetries: 0 });
 
   before(async () => {
     openai = await startFakeOpenAI({ apiKey: 'sk-upstream' });

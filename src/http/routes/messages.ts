@@ -16,7 +16,8 @@
  * `ping` is written when nothing else was for PING_MS.
  *
  * What a translated backend cannot take is dropped with a warning: into the log line and the
- * answer's `x-switchyard-warnings` header (ASCII, bounded).
+ * answer's `x-switchyard-warnings` header (ASCII, bounded). Errors thrown here are answered in
+ * Anthropic's envelope by the route table (api.ts: the `/v1/messages` area).
  */
 import type { ServerResponse } from 'node:http';
 import type { Deps } from '../deps.ts';
@@ -25,7 +26,6 @@ import type { Gateway, RequestInfo } from '../../gateway/operations.ts';
 import type { Routed } from '../../router/router.ts';
 import type { ChatCompletionChunk } from '../../protocol/chat/schema.ts';
 import {
-  anthropicErrorResponse,
   chatToMessage,
   ChatToMessagesStream,
   countTokensResponse,
@@ -42,7 +42,7 @@ import {
 import { clientClosed } from '../../backends/upstream/errors.ts';
 import { asGatewayError, type GatewayError } from '../../errors/gateway-error.ts';
 import { costUsd, type TokenUsage } from '../../telemetry/cost.ts';
-import { readJsonBody, settleUnreadBody } from '../body.ts';
+import { readJsonBody } from '../body.ts';
 import { abandonIfStuck, answerHeaders, sendJson } from '../direct.ts';
 import { markRouted, markUsage, requestInfo } from '../respond.ts';
 
@@ -141,43 +141,8 @@ function noteWarnings(x: Exchange, warnings: readonly string[], header: boolean)
   if (header) x.out[WARNINGS_HEADER] = warningsHeader(warnings);
 }
 
-/**
- * The error answer in Anthropic's envelope for what this route threw (the route table's own error
- * answer is OpenAI's); logged as api.ts's errorAnswer does.
- */
-function sendAnthropicError(deps: Deps, x: Exchange, err: unknown): void {
-  const e = asGatewayError(err);
-  const res = x.outgoing;
-  if (e.status >= 500 && e.code === 'internal_error') {
-    const cause = e.cause instanceof Error ? e.cause : undefined;
-    deps.logger.error('internal error', { request_id: x.requestId, error: cause?.name ?? 'unknown', detail: cause?.message?.slice(0, 500) });
-  }
-  x.log.errorCode = e.code ?? e.type;
-  if (e.attempts !== undefined) x.log.attempts = e.attempts;
-  if (e.backend !== undefined) x.log.backend ??= e.backend;
-  if (res.headersSent) {
-    res.destroy();
-    return;
-  }
-  settleUnreadBody(x);
-  const a = anthropicErrorResponse(e, x.requestId);
-  const headers: Record<string, string> = { ...x.out, ...a.headers };
-  headers['content-type'] = 'application/json';
-  headers['x-request-id'] = x.requestId;
-  headers['request-id'] = x.requestId;
-  if (x.closeAfter) headers.connection = 'close';
-  const body = JSON.stringify(a.body);
-  headers['content-length'] = String(Buffer.byteLength(body));
-  res.writeHead(e.status === 499 ? 400 : a.status, headers);
-  res.end(body);
-}
-
-function withAnthropicErrors(deps: Deps, h: (x: Exchange) => Promise<void>): (x: Exchange) => Promise<void> {
-  return (x) => h(x).catch((err: unknown) => sendAnthropicError(deps, x, err));
-}
-
 export function messagesHandler(deps: Deps, op: MessagesOperation = translated) {
-  return withAnthropicErrors(deps, async (x: Exchange): Promise<void> => {
+  return async (x: Exchange): Promise<void> => {
     const body = await readJsonBody(x, deps.config.server.max_body_bytes);
     const req = parseMessagesRequest(body);
     const log = x.log;
@@ -209,7 +174,7 @@ export function messagesHandler(deps: Deps, op: MessagesOperation = translated) 
     markUsage(x, r.usage);
     noteWarnings(x, r.warnings, true);
     sendJson(x, 200, r.message, deps.config.server.send_timeout_ms);
-  });
+  };
 }
 
 /**
@@ -217,14 +182,14 @@ export function messagesHandler(deps: Deps, op: MessagesOperation = translated) 
  * (docs/api.md). The model must exist and be one the key may use (else 404).
  */
 export function countTokensHandler(deps: Deps) {
-  return withAnthropicErrors(deps, async (x: Exchange): Promise<void> => {
+  return async (x: Exchange): Promise<void> => {
     const body = await readJsonBody(x, deps.config.server.max_body_bytes);
     const req = parseCountTokensRequest(body);
     x.log.model = req.model;
     x.out['request-id'] = x.requestId;
     const n = await deps.gateway.countTokens(req.model, messagesPrompt(req), x.keyName);
     sendJson(x, 200, countTokensResponse(n), deps.config.server.send_timeout_ms);
-  });
+  };
 }
 
 const SSE_HEADERS: Readonly<Record<string, string>> = {
