@@ -5,6 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
+import { BlobLru } from './blob-lru.ts';
 import { gcra, gcraAdjust } from './gcra.ts';
 import {
   LEASE_TTL_MS,
@@ -27,10 +28,14 @@ interface KeyState {
 export interface MemoryStoreOptions {
   maxEntries: number;
   maxBytes: number;
+  /** most bytes of blobs (stored Responses) until blobLimit() sets it; default 256 MiB */
+  maxBlobBytes?: number;
   now?: () => number;
   /** marks tickets as local (the Redis store's fallback) */
   local?: boolean;
 }
+
+export const DEFAULT_MAX_BLOB_BYTES = 256 * 1024 * 1024;
 
 export class MemoryStore implements StateStore {
   readonly kind = 'memory' as const;
@@ -38,6 +43,7 @@ export class MemoryStore implements StateStore {
   /** period key → { nano-USD spent, expiry } */
   private readonly spend = new Map<string, { nano: number; expires: number }>();
   private readonly cache: LRUCache<string, string>;
+  private readonly blobs: BlobLru;
   private readonly now: () => number;
   private readonly local: boolean;
   private ops = 0;
@@ -52,6 +58,7 @@ export class MemoryStore implements StateStore {
       ttlAutopurge: false,
       perf: { now: () => this.now() },
     });
+    this.blobs = new BlobLru(opts.maxBlobBytes ?? DEFAULT_MAX_BLOB_BYTES, () => this.now());
   }
 
   private state(key: string): KeyState {
@@ -175,6 +182,27 @@ export class MemoryStore implements StateStore {
     this.cache.set(key, value, { ttl: ttlMs });
   }
 
+  async blobGet(key: string): Promise<string | undefined> {
+    return this.blobs.get(key);
+  }
+
+  async blobSet(key: string, value: string, ttlMs: number): Promise<boolean> {
+    return this.blobs.set(key, value, ttlMs);
+  }
+
+  async blobDelete(key: string): Promise<boolean> {
+    return this.blobs.delete(key);
+  }
+
+  blobLimit(maxBytes: number): void {
+    this.blobs.setLimit(maxBytes);
+  }
+
+  /** Blobs held now and their bytes (for /status and tests). */
+  blobStats(): { entries: number; bytes: number } {
+    return { entries: this.blobs.size, bytes: this.blobs.bytes };
+  }
+
   cacheEntries(): number {
     return this.cache.size;
   }
@@ -185,5 +213,6 @@ export class MemoryStore implements StateStore {
 
   async close(): Promise<void> {
     this.cache.clear();
+    this.blobs.clear();
   }
 }

@@ -51,14 +51,8 @@ const ADMIT_S = script(ADMIT);
 const SETTLE_S = script(SETTLE);
 const REFRESH_S = script(REFRESH);
 
-export function stateUnavailable(): GatewayError {
-  return new GatewayError('The gateway cannot reach its shared state store (Redis) to check this key\u2019s limits; try again shortly.', {
-    status: 503,
-    type: 'service_unavailable_error',
-    code: 'state_unavailable',
-    retryable: true,
-    retryAfter: 5,
-  });
+export function stateUnavailable(what = 'check this key\u2019s limits'): GatewayError {
+  return new GatewayError('state_unavailable', `The gateway cannot reach its shared state store (Redis) to ${what}; try again shortly.`, { retryAfter: 5 });
 }
 
 /** Removes credentials from a redis:// URL for logs. */
@@ -281,6 +275,64 @@ export class RedisStore implements StateStore {
     } catch (err) {
       this.down(err as Error);
     }
+  }
+
+  private b(key: string): string {
+    return `${this.opts.keyPrefix}b:${key}`;
+  }
+
+  /**
+   * A blob is read from Redis, then from this replica's memory (where it was kept while Redis was
+   * unavailable, on_unavailable: open). When Redis cannot answer and memory does not have it, the
+   * answer is unknown: 503, not "not found".
+   */
+  async blobGet(key: string): Promise<string | undefined> {
+    const open = this.opts.onUnavailable === 'open';
+    if (this.available()) {
+      try {
+        const v = await this.redis.get(this.b(key));
+        this.ok();
+        if (v !== null) return v;
+        return open ? this.local.blobGet(key) : undefined;
+      } catch (err) {
+        this.down(err as Error);
+      }
+    }
+    const v = open ? await this.local.blobGet(key) : undefined;
+    if (v === undefined) throw stateUnavailable('read a stored response');
+    return v;
+  }
+
+  async blobSet(key: string, value: string, ttlMs: number): Promise<boolean> {
+    if (this.available()) {
+      try {
+        await this.redis.set(this.b(key), value, 'PX', Math.max(1, Math.round(ttlMs)));
+        this.ok();
+        return true;
+      } catch (err) {
+        this.down(err as Error);
+      }
+    }
+    return this.opts.onUnavailable === 'open' ? this.local.blobSet(key, value, ttlMs) : false;
+  }
+
+  async blobDelete(key: string): Promise<boolean> {
+    const local = await this.local.blobDelete(key);
+    if (this.available()) {
+      try {
+        const n = await this.redis.del(this.b(key));
+        this.ok();
+        return n > 0 || local;
+      } catch (err) {
+        this.down(err as Error);
+      }
+    }
+    if (local) return true;
+    throw stateUnavailable('delete a stored response');
+  }
+
+  blobLimit(maxBytes: number): void {
+    this.local.blobLimit(maxBytes);
   }
 
   status(): StoreStatus {

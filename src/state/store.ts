@@ -3,7 +3,8 @@
  * dependencies) keeps them in this process; `redis` shares them between replicas, with every limit
  * update done atomically in a Lua script. Limits are one composite operation — budget, concurrency,
  * requests and tokens are checked together and consumed only if all of them pass — so a refused
- * request never leaves a partial charge behind.
+ * request never leaves a partial charge behind. Blobs are whole values with a TTL (stored
+ * Responses, for `previous_response_id` on any replica).
  */
 
 export type LimitName = 'requests' | 'tokens' | 'concurrency' | 'budget';
@@ -75,6 +76,20 @@ export interface StateStore {
   refresh(tickets: readonly Ticket[]): Promise<void>;
   cacheGet(key: string): Promise<string | undefined>;
   cacheSet(key: string, value: string, ttlMs: number): Promise<void>;
+  /**
+   * Values written and read whole, with a TTL (stored Responses). Memory: bounded by `blobLimit`
+   * bytes across all of them (least recently used go first); Redis: one key each with an expiry
+   * (bounded by Redis's own `maxmemory`).
+   * Redis unavailable: `on_unavailable: open` keeps them in this replica's memory meanwhile; a
+   * read or delete that only Redis could answer throws 503 `state_unavailable`.
+   */
+  blobGet(key: string): Promise<string | undefined>;
+  /** false: not kept (larger than the memory bound, or Redis unavailable with on_unavailable: closed). */
+  blobSet(key: string, value: string, ttlMs: number): Promise<boolean>;
+  /** true when a live value was deleted. */
+  blobDelete(key: string): Promise<boolean>;
+  /** Most bytes across all blobs held in this process's memory (may change on a reload). */
+  blobLimit(maxBytes: number): void;
   status(): StoreStatus;
   /** Cached entries held now, when the store can tell without a scan (for /status). */
   cacheEntries?(): number;
