@@ -1,31 +1,25 @@
 /**
  * The GatewayError family. Every failure the gateway reports, whatever its cause, becomes one of
- * these, and `toOpenAIError` is the only place that writes the OpenAI error envelope.
+ * these, classified by a code of the table in codes.ts (status, type, router disposition), and
+ * `toOpenAIError` is the only place that writes the OpenAI error envelope.
  */
+import { ERRORS, type Disposition, type ErrorCode, type ErrorSpec, type OpenAIErrorType } from './codes.ts';
 
-export type OpenAIErrorType =
-  | 'invalid_request_error'
-  | 'authentication_error'
-  | 'permission_error'
-  | 'not_found_error'
-  | 'rate_limit_error'
-  | 'upstream_error'
-  | 'timeout_error'
-  | 'service_unavailable_error'
-  | 'server_error'
-  | 'insufficient_quota';
+export type { Disposition, ErrorCode, OpenAIErrorType } from './codes.ts';
 
 export interface OpenAIErrorBody {
   error: { message: string; type: OpenAIErrorType; param: string | null; code: string | null };
 }
 
 export interface GatewayErrorOptions {
-  status: number;
-  type: OpenAIErrorType;
-  code?: string | null;
   param?: string | null;
-  /** true when another attempt (same or other target) may succeed. */
-  retryable?: boolean;
+  /**
+   * The `code` the client sees instead of the table's: an upstream's own, more informative code
+   * (`context_length_exceeded`), or null for none.
+   */
+  wireCode?: string | null | undefined;
+  /** The upstream's status, for codes whose table status is `upstream` (ignored otherwise). */
+  upstreamStatus?: number | undefined;
   /** seconds, for `retry-after`. */
   retryAfter?: number | undefined;
   cause?: unknown;
@@ -34,11 +28,13 @@ export interface GatewayErrorOptions {
 }
 
 export class GatewayError extends Error {
+  /** The gateway's classification: decides status, type and what the router does. */
+  readonly kind: ErrorCode;
   readonly status: number;
   readonly type: OpenAIErrorType;
+  /** The `code` on the wire. */
   readonly code: string | null;
   readonly param: string | null;
-  readonly retryable: boolean;
   readonly retryAfter: number | undefined;
   /** Set by the router once its own attempts are spent: clients should not retry blindly. */
   exhausted = false;
@@ -49,66 +45,53 @@ export class GatewayError extends Error {
   /** Extra response headers (x-ratelimit-* of the caller's key, retry-after-ms, …). */
   headers: Record<string, string> | undefined;
 
-  constructor(message: string, opts: GatewayErrorOptions) {
-    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+  constructor(kind: ErrorCode, message?: string, opts: GatewayErrorOptions = {}) {
+    const spec: ErrorSpec = ERRORS[kind];
+    super(message ?? spec.message ?? kind, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.name = 'GatewayError';
-    this.status = opts.status;
-    this.type = opts.type;
-    this.code = opts.code ?? null;
+    this.kind = kind;
+    this.status = spec.status === 'upstream' ? (opts.upstreamStatus ?? 400) : spec.status;
+    this.type = spec.type;
+    this.code = opts.wireCode !== undefined ? opts.wireCode : spec.wire !== undefined ? spec.wire : kind;
     this.param = opts.param ?? null;
-    this.retryable = opts.retryable ?? false;
     this.retryAfter = opts.retryAfter;
     this.backend = opts.backend;
+  }
+
+  /** What the router does after an attempt failed with this error. */
+  get disposition(): Disposition {
+    return ERRORS[this.kind].disposition;
+  }
+
+  /** true when another attempt (same or other target) may succeed. */
+  get retryable(): boolean {
+    return ERRORS[this.kind].disposition !== 'fatal';
   }
 }
 
 export const invalidRequest = (message: string, param: string | null = null, code: string | null = null): GatewayError =>
-  new GatewayError(message, { status: 400, type: 'invalid_request_error', param, code });
+  new GatewayError('invalid_request', message, { param, wireCode: code });
 
 export const modelNotFound = (model: string): GatewayError =>
-  new GatewayError(`The model '${model}' does not exist or you do not have access to it.`, {
-    status: 404,
-    type: 'invalid_request_error',
-    param: 'model',
-    code: 'model_not_found',
-  });
+  new GatewayError('model_not_found', `The model '${model}' does not exist or you do not have access to it.`, { param: 'model' });
 
-export const unauthorized = (message: string): GatewayError =>
-  new GatewayError(message, { status: 401, type: 'authentication_error', code: 'invalid_api_key' });
+export const unauthorized = (message: string): GatewayError => new GatewayError('invalid_api_key', message);
 
 export const payloadTooLarge = (limit: number): GatewayError =>
-  new GatewayError(`Request body is larger than the limit of ${limit} bytes.`, {
-    status: 413,
-    type: 'invalid_request_error',
-    code: 'request_too_large',
-  });
+  new GatewayError('request_too_large', `Request body is larger than the limit of ${limit} bytes.`);
 
 export const routeNotFound = (method: string, path: string): GatewayError =>
-  new GatewayError(`Unknown request URL: ${method} ${path}. Please check the URL for typos.`, {
-    status: 404,
-    type: 'invalid_request_error',
-    code: 'unknown_url',
-  });
+  new GatewayError('unknown_url', `Unknown request URL: ${method} ${path}. Please check the URL for typos.`);
 
 export const methodNotAllowed = (method: string, path: string): GatewayError =>
-  new GatewayError(`Method ${method} is not allowed on ${path}.`, {
-    status: 405,
-    type: 'invalid_request_error',
-    code: 'method_not_allowed',
-  });
+  new GatewayError('method_not_allowed', `Method ${method} is not allowed on ${path}.`);
 
-export const unsupported = (message: string, param: string | null = null): GatewayError =>
-  new GatewayError(message, { status: 400, type: 'invalid_request_error', param, code: 'unsupported' });
+export const unsupported = (message: string, param: string | null = null): GatewayError => new GatewayError('unsupported', message, { param });
 
 /** Anything that is not a GatewayError is an internal bug: report it without details. */
 export function asGatewayError(err: unknown): GatewayError {
   if (err instanceof GatewayError) return err;
-  return new GatewayError('The gateway hit an internal error while handling the request.', {
-    status: 500,
-    type: 'server_error',
-    code: 'internal_error',
-    cause: err,
-  });
+  return new GatewayError('internal_error', undefined, { cause: err });
 }
 
 export function toOpenAIError(err: GatewayError): OpenAIErrorBody {

@@ -215,9 +215,5 @@ export class Gateway {
 }
 
 function missing(backend: string, what: string): GatewayError {
-  return new GatewayError(`Backend "${backend}" does not support ${what}.`, {
-    status: 400,
-    type: 'invalid_request_error',
-    code: 'model_not_supported',
-  });
+  return new GatewayError('model_not_supported', `Backend "${backend}" does not support ${what}.`);
 }

@@ -26,11 +26,7 @@ export function adminMiddleware(
     if (opts.open) return next();
     if (!want) {
       if (clientKeys) {
-        throw new GatewayError('The admin surface is disabled: set admin.key in providers.yaml to use it.', {
-          status: 403,
-          type: 'permission_error',
-          code: 'admin_disabled',
-        });
+        throw new GatewayError('admin_disabled');
       }
       return next();
     }
@@ -59,8 +55,10 @@ function adminCredential(header: string | undefined): string | undefined {
 }
 
 /**
- * Checks the client's bearer key (throws 401) and records its name; undefined when the gateway has
- * no client keys. Synchronous: it runs in the API's guard (api.ts) on both ways in.
+ * Checks the client's key (throws 401) and records its name; undefined when the gateway has no
+ * client keys. The key comes as `Authorization: Bearer <key>`; on Anthropic's routes (the request's
+ * envelope is Anthropic's) also as `x-api-key: <key>`, which wins when both are sent, as Anthropic's
+ * SDKs send one or the other. Synchronous: it runs in the API's guard (api.ts).
  */
 export function keyCheck(keys: readonly KeyConfig[] | undefined): ((x: Exchange) => void) | undefined {
   if (!keys) return undefined;
@@ -71,13 +69,25 @@ export function keyCheck(keys: readonly KeyConfig[] | undefined): ((x: Exchange)
     byDigest.set(d.toString('hex'), { name: k.name, digest: d });
   }
   return (x) => {
-    const h = x.header('authorization');
-    if (!h) {
-      throw unauthorized("You didn't provide an API key. Send it in the Authorization header as 'Bearer <key>'.");
+    const anthropic = x.envelope === 'anthropic';
+    const apiKey = anthropic ? x.header('x-api-key')?.trim() : undefined;
+    let presented: string;
+    if (apiKey) {
+      presented = apiKey;
+    } else {
+      const h = x.header('authorization');
+      if (!h) {
+        throw unauthorized(
+          anthropic
+            ? "You didn't provide an API key. Send it in the x-api-key header, or in the Authorization header as 'Bearer <key>'."
+            : "You didn't provide an API key. Send it in the Authorization header as 'Bearer <key>'.",
+        );
+      }
+      const m = /^Bearer\s+(\S+)\s*$/i.exec(h);
+      if (!m?.[1]) throw unauthorized("The Authorization header must be 'Bearer <key>'.");
+      presented = m[1];
     }
-    const m = /^Bearer\s+(\S+)\s*$/i.exec(h);
-    if (!m?.[1]) throw unauthorized("The Authorization header must be 'Bearer <key>'.");
-    const d = digest(m[1]);
+    const d = digest(presented);
     const found = byDigest.get(d.toString('hex'));
     if (!found || !timingSafeEqual(found.digest, d)) throw unauthorized('Incorrect API key provided.');
     x.keyName = found.name;

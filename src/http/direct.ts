@@ -1,29 +1,14 @@
 /**
- * Answers of the hot routes (chat, completions, embeddings), written straight to Node's
+ * Answers of the API's routes (chat, completions, embeddings, models, …), written straight to Node's
  * ServerResponse with a plain header object, instead of a web Response that @hono/node-server
  * converts back (a Headers object per response, a ReadableStream read chunk by chunk for SSE):
  * that conversion was about a sixth of the gateway's CPU per request in the profiles
- * (docs/performance.md). These routes usually come through their own listener (listener.ts);
- * when Hono routes one (an odd spelling of the path), the route hands Hono `alreadySent()` so
- * that @hono/node-server leaves the response alone.
+ * (docs/architecture.md, "Hot-path deviations").
  *
  * Headers a route learns while it works (who served it, cost, limits) collect in the exchange's
  * `out`; the answer carries them with `x-request-id`. */
 import type { ServerResponse } from 'node:http';
-import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import type { Exchange } from './exchange.ts';
-
-/**
- * What a route that wrote its answer itself returns to Hono. @hono/node-server's own marker: a
- * native Response (made when its module loaded, before it replaced the global Response), which it
- * recognises and leaves alone. It is shared, so nothing may change it: no middleware reads or sets
- * `c.res` on these answers (access-log.ts skips its header when the head was sent), and Hono sets
- * it as the context's response without copying it because nothing created one before. A copy
- * would be a lightweight Response that node-server writes again (test/response-heads.test.ts).
- */
-export function alreadySent(): Response {
-  return RESPONSE_ALREADY_SENT;
-}
 
 /** The headers collected for this request's answer, with its request id. */
 export function answerHeaders(x: Exchange): Record<string, string> {

@@ -21,12 +21,7 @@ export function overloadGate(max: number): Admit | undefined {
   };
   return (x) => {
     if (active >= max) {
-      throw new GatewayError(`The gateway is at its limit of ${max} concurrent requests; retry shortly.`, {
-        status: 503,
-        type: 'service_unavailable_error',
-        code: 'server_overloaded',
-        retryAfter: 1,
-      });
+      throw new GatewayError('server_overloaded', `The gateway is at its limit of ${max} concurrent requests; retry shortly.`, { retryAfter: 1 });
     }
     active++;
     x.outgoing.once('close', release);

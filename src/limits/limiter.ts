@@ -161,8 +161,9 @@ export class Limiter {
     if (limit === 'budget') {
       const waitMs = (period?.endsAt ?? this.now()) - this.now();
       const e = new GatewayError(
+        'budget_exceeded',
         `Budget exceeded for key ${key}: it has spent $${((r.spentNano ?? 0) / 1e9).toFixed(4)} of its $${l.budget_usd ?? 0} ${l.budget_period === 'day' ? 'daily' : 'monthly'} budget. It resets at ${new Date(period?.endsAt ?? 0).toISOString()}.`,
-        { status: 429, type: 'insufficient_quota', code: 'budget_exceeded', retryAfter: Math.max(1, Math.ceil(waitMs / 1000)) },
+        { retryAfter: Math.max(1, Math.ceil(waitMs / 1000)) },
       );
       e.exhausted = true;
       e.headers = headers;
@@ -170,8 +171,8 @@ export class Limiter {
     }
     if (limit === 'tokens' && !Number.isFinite(r.retryAfterMs)) {
       const e = new GatewayError(
+        'rate_limit_exceeded',
         `Request too large for key ${key} on ${NAMES.tokens}: Limit ${l.tpm}, Requested ${tokens} (prompt + max_tokens). Lower max_tokens or shorten the prompt.`,
-        { status: 429, type: 'rate_limit_error', code: 'rate_limit_exceeded', param: null },
       );
       e.exhausted = true;
       e.headers = headers;
@@ -184,10 +185,7 @@ export class Limiter {
         : limit === 'tokens'
           ? `Limit ${l.tpm}, Remaining ${r.tokens?.remaining ?? 0}, Requested ${tokens}`
           : `Limit ${l.max_concurrent}`;
-    const e = new GatewayError(`Rate limit reached for key ${key} on ${NAMES[limit]}: ${detail}. Please try again in ${formatDuration(waitMs)}.`, {
-      status: 429,
-      type: 'rate_limit_error',
-      code: 'rate_limit_exceeded',
+    const e = new GatewayError('rate_limit_exceeded', `Rate limit reached for key ${key} on ${NAMES[limit]}: ${detail}. Please try again in ${formatDuration(waitMs)}.`, {
       retryAfter: Math.max(1, Math.ceil(waitMs / 1000)),
     });
     e.headers = { ...headers, 'retry-after-ms': String(Math.ceil(waitMs)) };

@@ -14,8 +14,8 @@ export interface AttemptRecord {
 
 /** Why a target cannot be tried at all right now, or undefined. */
 export function skipReason(t: ResolvedTarget): GatewayError | undefined {
-  const mk = (message: string, code: string): GatewayError => {
-    return new GatewayError(message, { status: 503, type: 'service_unavailable_error', code, retryable: true, backend: t.backend });
+  const mk = (message: string, code: 'backend_not_configured' | 'backend_not_ready'): GatewayError => {
+    return new GatewayError(code, message, { backend: t.backend });
   };
   if (t.entry.unconfigured) return mk(`backend "${t.backend}" is not configured (its api_key is empty)`, 'backend_not_configured');
   if (t.entry.status === 'loading') return mk(`backend "${t.backend}" is still loading`, 'backend_not_ready');
@@ -26,21 +26,16 @@ export function skipReason(t: ResolvedTarget): GatewayError | undefined {
 
 export function deadlineExceeded(publicModel: string, budget: number, records: AttemptRecord[]): GatewayError {
   const tried = records.length > 0 ? ` Attempts: ${records.map((r) => `${r.target} → ${r.outcome}`).join('; ')}.` : '';
-  return new GatewayError(`No target of model '${publicModel}' answered within the request deadline of ${budget} ms.${tried}`, {
-    status: 504,
-    type: 'timeout_error',
-    code: 'deadline_exceeded',
-  });
+  return new GatewayError('deadline_exceeded', `No target of model '${publicModel}' answered within the request deadline of ${budget} ms.${tried}`);
 }
 
 /** The one error for a request that nothing served: lists every attempt, keeps the last status. */
 export function exhausted(publicModel: string, records: AttemptRecord[], last: GatewayError | undefined, skips: GatewayError[], soonestMs: number): GatewayError {
   const list = records.map((r) => `${r.target} → ${r.outcome}`).join('; ');
   if (last) {
-    return new GatewayError(records.length > 1 ? `All targets of model '${publicModel}' failed: ${list}.` : last.message, {
-      status: last.status,
-      type: last.type,
-      code: last.code,
+    return new GatewayError(last.kind, records.length > 1 ? `All targets of model '${publicModel}' failed: ${list}.` : last.message, {
+      upstreamStatus: last.status,
+      wireCode: last.code,
       param: last.param,
       retryAfter: last.retryAfter,
       cause: last,
@@ -48,25 +43,20 @@ export function exhausted(publicModel: string, records: AttemptRecord[], last: G
     });
   }
   if (Number.isFinite(soonestMs)) {
-    return new GatewayError(`Every target of model '${publicModel}' is unavailable: ${list}.`, {
-      status: 503,
-      type: 'service_unavailable_error',
-      code: 'circuit_open',
+    return new GatewayError('circuit_open', `Every target of model '${publicModel}' is unavailable: ${list}.`, {
       retryAfter: Math.max(1, Math.ceil(soonestMs / 1000)),
     });
   }
-  const notConfigured = skips.length > 0 && skips.every((s) => s.code === 'backend_not_configured');
+  const notConfigured = skips.length > 0 && skips.every((s) => s.kind === 'backend_not_configured');
   if (notConfigured) {
     const names = skips.map((s) => `"${s.backend ?? '?'}"`).join(', ');
     return new GatewayError(
+      'backend_not_configured',
       `No backend of model '${publicModel}' is configured: ${names} ${skips.length > 1 ? 'have' : 'has'} no API key. Set the key's environment variable and restart the gateway.`,
-      { status: 503, type: 'service_unavailable_error', code: 'backend_not_configured', retryAfter: 60 },
+      { retryAfter: 60 },
     );
   }
-  return new GatewayError(`No target of model '${publicModel}' can serve right now: ${list}.`, {
-    status: 503,
-    type: 'service_unavailable_error',
-    code: 'backend_not_ready',
+  return new GatewayError('backend_not_ready', `No target of model '${publicModel}' can serve right now: ${list}.`, {
     retryAfter: 5,
   });
 }

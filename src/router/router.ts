@@ -15,7 +15,7 @@ import type { BackendRegistry } from '../backends/registry.ts';
 import { clientClosed, upstreamTimeout } from '../backends/upstream/errors.ts';
 import type { Config, PolicyName } from '../config/schema.ts';
 import { ModelRoutes, targetModel, type ModelRoute } from './model-routes.ts';
-import { GatewayError, asGatewayError, modelNotFound } from '../errors/gateway-error.ts';
+import { GatewayError, modelNotFound } from '../errors/gateway-error.ts';
 import { Attempt } from './attempt.ts';
 import { HealthState, type TargetHealth } from './health-state.ts';
 import { deadlineExceeded, exhausted, finalize, skipReason, type AttemptRecord } from './outcomes.ts';
@@ -81,19 +81,15 @@ export class Router {
     const m = this.model(req.publicModel).config;
     let targets = this.resolve(req.publicModel).filter((t) => t.entry.llm.capabilities[req.op]);
     if (targets.length === 0) {
-      throw new GatewayError(`The model '${req.publicModel}' does not support ${OP_NAME[req.op]}.`, {
-        status: 400,
-        type: 'invalid_request_error',
-        param: 'model',
-        code: 'model_not_supported',
-      });
+      throw new GatewayError('model_not_supported', `The model '${req.publicModel}' does not support ${OP_NAME[req.op]}.`, { param: 'model' });
     }
     if (req.pinBackend !== undefined) {
       const pinned = targets.filter((t) => t.backend === req.pinBackend);
       if (pinned.length === 0) {
         throw new GatewayError(
+          'invalid_pin',
           `The model '${req.publicModel}' has no target on backend '${req.pinBackend}' (it has: ${[...new Set(targets.map((t) => t.backend))].join(', ')}).`,
-          { status: 400, type: 'invalid_request_error', param: 'x-switchyard-backend', code: 'invalid_pin' },
+          { param: 'x-switchyard-backend' },
         );
       }
       targets = pinned;
@@ -115,11 +111,8 @@ export class Router {
     });
     if (order.length === 0 && req.pinBackend !== undefined) {
       // weighted leaves out weight-0 targets; config guarantees a live one, so only a pin gets here
-      throw new GatewayError(`The model '${req.publicModel}' takes no traffic on backend '${req.pinBackend}': its target there has weight 0 (drained).`, {
-        status: 400,
-        type: 'invalid_request_error',
+      throw new GatewayError('invalid_pin', `The model '${req.publicModel}' takes no traffic on backend '${req.pinBackend}': its target there has weight 0 (drained).`, {
         param: 'x-switchyard-backend',
-        code: 'invalid_pin',
       });
     }
     return byCapacity(order.map((i) => targets[i] as ResolvedTarget));
@@ -265,15 +258,10 @@ export class Router {
       return err;
     }
     // An error the backend did not classify: an upstream failure worth failing over.
-    const g = new GatewayError(`Backend "${t.backend}" failed: ${err instanceof Error ? err.message : 'unknown error'}.`, {
-      status: 502,
-      type: 'upstream_error',
-      code: 'upstream_error',
-      retryable: true,
+    return new GatewayError('upstream_error', `Backend "${t.backend}" failed: ${err instanceof Error ? err.message : 'unknown error'}.`, {
       cause: err,
+      backend: t.backend,
     });
-    g.backend = t.backend;
-    return asGatewayError(g);
   }
 }
 

@@ -72,7 +72,7 @@ async function open(src: AsyncIterable<C>) {
     idleTimeoutMs: 10_000,
     open: async () => src,
     hooks: { commits: (c) => c.content !== undefined, completes: (c) => c.finish === true },
-    classify: (err) => (err instanceof GatewayError ? err : new GatewayError('classified', { status: 502, type: 'upstream_error', code: 'x' })),
+    classify: (err) => (err instanceof GatewayError ? err : new GatewayError('upstream_error', 'classified', { wireCode: 'x' })),
   });
   return { stream, outcomes, attempt };
 }

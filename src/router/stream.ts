@@ -47,13 +47,7 @@ export interface OpenCommittedArgs<T> {
 }
 
 export function truncated(backend: string): GatewayError {
-  return new GatewayError(`Backend "${backend}" ended the stream before the answer was complete.`, {
-    status: 502,
-    type: 'upstream_error',
-    code: 'upstream_stream_truncated',
-    retryable: true,
-    backend,
-  });
+  return new GatewayError('upstream_stream_truncated', `Backend "${backend}" ended the stream before the answer was complete.`, { backend });
 }
 
 /** Why the upstream iterator ended early, when it ended because we aborted it. */

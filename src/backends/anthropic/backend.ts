@@ -179,12 +179,11 @@ export class AnthropicBackend implements BaseLLM {
         const message = err.apiMessage ?? undefined;
         if (err.status === 402 || err.type === 'billing_error') {
           // The gateway's Anthropic account cannot pay: not the client's fault; another target may serve.
-          const e = new GatewayError(
+          return new GatewayError(
+            'upstream_auth_failed',
             `Backend "${this.id}" refused the request for billing reasons (upstream status ${err.status}${message ? `: ${redact(message, this.secrets)}` : ''}).`,
-            { status: 502, type: 'upstream_error', code: 'upstream_auth_failed', retryable: true },
+            { backend: this.id },
           );
-          e.backend = this.id;
-          return e;
         }
         const code = err.errorCode ?? (err.status === 400 && message && /prompt is too long/i.test(message) ? 'context_length_exceeded' : null);
         return fromUpstreamStatus({

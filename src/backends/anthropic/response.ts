@@ -127,11 +127,6 @@ export function toChatCompletion(msg: AnthropicMessage, created: number): ChatCo
 export function streamError(backend: string, type: unknown, message: unknown, secrets: ReadonlyArray<string>): GatewayError {
   const msg = typeof message === 'string' && message !== '' ? redact(message, secrets) : 'stream error';
   const overloaded = type === 'overloaded_error';
-  return new GatewayError(`Backend "${backend}" reported an error mid-stream${typeof type === 'string' ? ` (${type})` : ''}: ${msg}`, {
-    status: overloaded ? 503 : 502,
-    type: overloaded ? 'service_unavailable_error' : 'upstream_error',
-    code: overloaded ? 'upstream_unavailable' : 'upstream_stream_error',
-    retryable: true,
-    backend,
-  });
+  const kind = overloaded ? 'upstream_unavailable' : 'upstream_stream_error';
+  return new GatewayError(kind, `Backend "${backend}" reported an error mid-stream${typeof type === 'string' ? ` (${type})` : ''}: ${msg}`, { backend });
 }

@@ -28,7 +28,7 @@ import type {
   ToolChoice,
   ToolResultBlockParam,
 } from '@anthropic-ai/sdk/resources/messages';
-import { GatewayError } from '../../errors/gateway-error.ts';
+import { GatewayError, invalidRequest } from '../../errors/gateway-error.ts';
 import {
   isAllowedToolsChoice,
   isCustomToolCall,
@@ -82,20 +82,15 @@ const HANDLED = new Set([
 const NOOP: Record<string, unknown> = { presence_penalty: 0, frequency_penalty: 0, store: false };
 
 export function unsupportedParameter(param: string, why: string): GatewayError {
-  return new GatewayError(`Unsupported parameter: '${param}' ${why}`, {
-    status: 400,
-    type: 'invalid_request_error',
-    param,
-    code: 'unsupported_parameter',
-  });
+  return new GatewayError('unsupported_parameter', `Unsupported parameter: '${param}' ${why}`, { param });
 }
 
 function unsupportedValue(param: string, message: string): GatewayError {
-  return new GatewayError(message, { status: 400, type: 'invalid_request_error', param, code: 'unsupported_value' });
+  return new GatewayError('unsupported_value', message, { param });
 }
 
 function invalid(param: string, message: string): GatewayError {
-  return new GatewayError(message, { status: 400, type: 'invalid_request_error', param });
+  return invalidRequest(message, param);
 }
 
 const present = <T>(v: T): v is NonNullable<T> => v !== undefined && v !== null;

@@ -22,14 +22,7 @@ export function isLoadingError(status: number | undefined, body: LlamaErrorBody 
 }
 
 export function notReady(backend: string, detail: string, retryAfter = 2): GatewayError {
-  return new GatewayError(`llama-server backend "${backend}" is not ready: ${detail}.`, {
-    status: 503,
-    type: 'service_unavailable_error',
-    code: 'backend_not_ready',
-    retryable: true,
-    retryAfter,
-    backend,
-  });
+  return new GatewayError('backend_not_ready', `llama-server backend "${backend}" is not ready: ${detail}.`, { retryAfter, backend });
 }
 
 /** What the server must be started with for a route that answered 501, and why. */
@@ -49,36 +42,27 @@ export function fromLlamaStatus(info: UpstreamErrorInfo): GatewayError {
   const { backend, status, secrets } = info;
   const body = info.error as LlamaErrorBody | undefined;
   const upstream = text(body?.message) ? redact(String(body?.message), secrets) : undefined;
-  const make = (s: number, code: string, message: string, retryable: boolean, param: string | null = null): GatewayError => {
-    return new GatewayError(message, { status: s, type: s >= 500 ? 'service_unavailable_error' : 'invalid_request_error', code, param, retryable, backend });
-  };
   if (isLoadingError(status, body)) return notReady(backend, 'it is still loading its model');
   if (status === 501 || body?.type === 'not_supported_error') {
-    // A server-side limitation, not the request's fault: another target may serve it (retryable),
+    // A server-side limitation, not the request's fault: another target may serve it (failover),
     // and when none does the client learns exactly what to change on the server.
-    return make(400, 'unsupported', unsupportedMessage(backend, upstream), true);
+    return new GatewayError('backend_unsupported', unsupportedMessage(backend, upstream), { backend });
   }
   // "Pooling type 'none' is not OAI compatible. Please use a different pooling type"
   if (status === 400 && /pooling type 'none'/i.test(upstream ?? '')) return poolingNone(backend);
   if (body?.type === 'exceed_context_size_error') {
     // llama-server's message names both numbers: "request (N tokens) exceeds the available context size (M tokens)…"
-    return make(
-      400,
-      'context_length_exceeded',
-      upstream ?? `The request exceeds the context size of llama-server backend "${backend}".`,
-      false,
-    );
+    return new GatewayError('context_length_exceeded', upstream ?? `The request exceeds the context size of llama-server backend "${backend}".`, { backend });
   }
   return fromUpstreamStatus({ ...info, error: body ? { message: body.message, type: body.type, code: typeof body.code === 'string' ? body.code : undefined } : undefined });
 }
 
 export function poolingNone(backend: string): GatewayError {
-  const e = new GatewayError(
+  return new GatewayError(
+    'backend_unsupported',
     `llama-server backend "${backend}" was started with --pooling none, which gives one vector per token: it cannot serve OpenAI embeddings (restart it with --pooling mean, cls or last).`,
-    { status: 400, type: 'invalid_request_error', code: 'unsupported', retryable: true },
+    { backend },
   );
-  e.backend = backend;
-  return e;
 }
 
 /** An error event inside a stream that had already begun (HTTP 200 sent). */
@@ -86,11 +70,5 @@ export function llamaStreamError(backend: string, error: unknown, secrets: Reado
   const body = (typeof error === 'object' && error !== null ? error : undefined) as LlamaErrorBody | undefined;
   const raw = typeof error === 'string' ? error : text(body?.message);
   const msg = raw ? redact(raw, secrets) : 'stream error';
-  return new GatewayError(`llama-server backend "${backend}" reported an error mid-stream: ${msg}`, {
-    status: 502,
-    type: 'upstream_error',
-    code: 'upstream_stream_error',
-    retryable: true,
-    backend,
-  });
+  return new GatewayError('upstream_stream_error', `llama-server backend "${backend}" reported an error mid-stream: ${msg}`, { backend });
 }

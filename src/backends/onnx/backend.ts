@@ -217,12 +217,5 @@ export class OnnxBackend implements BaseLLM {
 }
 
 function notReady(backend: string, why: string): GatewayError {
-  return new GatewayError(`Backend "${backend}" ${why}.`, {
-    status: 503,
-    type: 'service_unavailable_error',
-    code: 'backend_not_ready',
-    retryable: true,
-    retryAfter: 1,
-    backend,
-  });
+  return new GatewayError('backend_not_ready', `Backend "${backend}" ${why}.`, { retryAfter: 1, backend });
 }

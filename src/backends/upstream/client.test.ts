@@ -10,8 +10,7 @@ import { after, before, beforeEach, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent } from 'undici';
 import { GatewayError } from '../../errors/gateway-error.ts';
-import type { PlainAware } from '../../lib/pollable.ts';
-import { jsonText, PlainChunk } from '../../protocol/chat/event-text.ts';
+import { ChunkPart } from '../../protocol/stream-part.ts';
 import { llamaSseFraming } from '../llamacpp/sse.ts';
 import { OpenAIHttpClient } from './client.ts';
 import type { OpenAIHttpOptions, StatusErrorInfo } from './types.ts';
@@ -94,10 +93,17 @@ async function rejectsWith(p: Promise<unknown>, code: string, status = 502): Pro
   assert.fail(`expected ${code}`);
 }
 
-async function collect(it: AsyncIterable<unknown>): Promise<unknown[]> {
+/** The chunks of a stream's parts. */
+async function collect(it: AsyncIterable<ChunkPart<object>>): Promise<unknown[]> {
   const out: unknown[] = [];
-  for await (const v of it) out.push(v);
+  for await (const v of it) out.push(v.chunk);
   return out;
+}
+
+/** The next result of a stream of parts, with its part's chunk as the value. */
+async function nextChunk(it: AsyncIterator<ChunkPart<object>>): Promise<IteratorResult<unknown>> {
+  const r = await it.next();
+  return r.done ? r : { done: false, value: r.value.chunk };
 }
 
 function sse(res: ServerResponse, parts: string[], end = true): void {
@@ -204,7 +210,7 @@ describe('OpenAIHttpClient: JSON', () => {
     const { http, agent } = client({
       statusError: (info) => {
         got = info;
-        return new GatewayError('mapped', { status: 502, type: 'upstream_error', code: 'mapped' });
+        return new GatewayError('upstream_error', 'mapped', { wireCode: 'mapped' });
       },
     });
     handler = (_req, res) => {
@@ -413,36 +419,39 @@ describe('OpenAIHttpClient: SSE', () => {
     const { http, agent } = client();
     handler = (_req, res) => sse(res, [chunk(1) + `data: {"error":{"message":"overloaded ${KEY}","type":"server_error"}}\n\n` + chunk(2)]);
     const it = await http.postStream('/x', {}, { signal: signal() });
-    assert.deepEqual(await it.next(), { done: false, value: { n: 1 } });
+    assert.deepEqual(await nextChunk(it), { done: false, value: { n: 1 } });
     const e = await rejectsWith(it.next(), 'upstream_stream_error');
     assert.match(e.message, /overloaded \[redacted\]/);
     assert.equal(e.retryable, true);
     await agent.close();
   });
 
-  test('once the consumer accepts plain chunks: content tokens and the finish come as the text they were sent in (PlainChunk); usage and errors are parsed and checked as before', async () => {
+  test('content tokens and the finish come as plain parts of the text they were sent in; usage and errors are parsed and checked', async () => {
     const { http, agent } = client();
     const content = (t: string): string => `{"id":"c","choices":[{"index":0,"delta":{"content":"${t}"},"finish_reason":null}],"usage":null}`;
     const finish = '{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}';
     const usage = '{"id":"c","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}';
     const events = [content('a'), content('b'), content('c \\"q\\"'), finish, usage];
     handler = (_req, res) => sse(res, [`${events.map((d) => `data: ${d}\n\n`).join('')}data: [DONE]\n\n`]);
-    const it = (await http.postStream('/x', {}, { signal: signal() })) as AsyncIterableIterator<unknown> & PlainAware;
-    const first = (await it.next()).value;
-    assert.ok(!(first instanceof PlainChunk), 'until the consumer accepts plain chunks every event is parsed');
-    assert.deepEqual(first, JSON.parse(events[0] as string));
-    it.acceptPlain();
-    const rest = await collect(it);
+    const it = await http.postStream('/x', {}, { signal: signal() });
+    const parts: ChunkPart<object>[] = [];
+    for await (const p of it) parts.push(p);
     assert.deepEqual(
-      rest.map((c) => (c instanceof PlainChunk ? (c.finishes ? 'finish' : 'plain') : 'parsed')),
-      ['plain', 'plain', 'finish', 'parsed'],
+      parts.map((p) => (p.plain ? (p.finishes ? 'finish' : 'plain') : 'parsed')),
+      ['plain', 'plain', 'plain', 'finish', 'parsed'],
     );
-    assert.deepEqual(rest.map(jsonText), events.slice(1));
-    assert.deepEqual(JSON.parse(JSON.stringify(rest)), events.slice(1).map((e) => JSON.parse(e) as unknown));
+    assert.deepEqual(
+      parts.map((p) => p.json()),
+      events,
+    );
+    assert.deepEqual(
+      parts.map((p) => p.chunk),
+      events.map((e) => JSON.parse(e) as unknown),
+    );
     await agent.close();
   });
 
-  test('with plain chunks accepted an error event, or an event that is not JSON, is still raised', async () => {
+  test('between plain parts an error event, or an event that is not JSON, is still raised', async () => {
     const { http, agent } = client();
     const content = '{"id":"c","choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}';
     for (const [bad, code] of [
@@ -451,10 +460,9 @@ describe('OpenAIHttpClient: SSE', () => {
       ['{"id":"c","choices":[{"index":0,"delta":{"content":"a\\x"},"finish_reason":null}]}', 'upstream_malformed_response'],
     ] as const) {
       handler = (_req, res) => sse(res, [`data: ${content}\n\ndata: ${content}\n\ndata: ${bad}\n\ndata: ${content}\n\n`]);
-      const it = (await http.postStream('/x', {}, { signal: signal() })) as AsyncIterableIterator<unknown> & PlainAware;
+      const it = await http.postStream('/x', {}, { signal: signal() });
       await it.next();
-      it.acceptPlain();
-      assert.ok((await it.next()).value instanceof PlainChunk);
+      assert.equal((await it.next()).value?.plain, true);
       await rejectsWith(it.next(), code);
     }
     await agent.close();
@@ -503,7 +511,7 @@ describe('OpenAIHttpClient: SSE', () => {
       pump();
     };
     const it = await http.postStream('/x', {}, { signal: signal() });
-    assert.equal(((await it.next()).value as { n: number }).n, 0);
+    assert.equal(((await nextChunk(it)).value as { n: number }).n, 0);
     await sleep(300);
     assert.ok(!finished, 'the upstream could not finish while nobody read');
     assert.ok(written < 30 * 1024 * 1024, `${(written / 2 ** 20).toFixed(1)} MiB written while the consumer paused`);
@@ -531,7 +539,7 @@ describe('OpenAIHttpClient: SSE', () => {
       setTimeout(() => req.socket.destroy(), 20);
     };
     const it = await http.postStream('/x', {}, { signal: signal() });
-    assert.deepEqual(await it.next(), { done: false, value: { n: 1 } });
+    assert.deepEqual(await nextChunk(it), { done: false, value: { n: 1 } });
     await rejectsWith(it.next(), 'upstream_connection_lost');
     await agent.close();
   });
@@ -588,7 +596,7 @@ describe('OpenAIHttpClient: llama-server error framings', () => {
       const { http, agent } = client({ sseFraming: llamaSseFraming });
       handler = (_req, res) => sse(res, [chunk(1), tail]);
       const it = await http.postStream('/x', {}, { signal: signal() });
-      assert.deepEqual(await it.next(), { done: false, value: { n: 1 } });
+      assert.deepEqual(await nextChunk(it), { done: false, value: { n: 1 } });
       const e = await rejectsWith(it.next(), 'upstream_stream_error');
       assert.match(e.message, /context exceeded/);
       await agent.close();
@@ -601,7 +609,7 @@ describe('OpenAIHttpClient: llama-server error framings', () => {
     const joined = chunk(1) + line + 'data: [DONE]\n\n';
     handler = (_req, res) => sse(res, [joined.slice(0, 20), joined.slice(20, 25), joined.slice(25)]);
     const it = await http.postStream('/x', {}, { signal: signal() });
-    assert.deepEqual(await it.next(), { done: false, value: { n: 1 } });
+    assert.deepEqual(await nextChunk(it), { done: false, value: { n: 1 } });
     const e = await rejectsWith(it.next(), 'upstream_stream_error');
     assert.match(e.message, /exceeds the available context size/);
     await agent.close();

@@ -1,10 +1,11 @@
 /**
  * Turns what an upstream said (status, error body, headers) or failed to say (timeouts, resets)
- * into a GatewayError with the right client-facing status and a `retryable` flag for the router.
+ * into a GatewayError classified by the error table (src/errors/codes.ts): client-facing status and
+ * what the router does next.
  * Upstream messages are passed on for client-fault errors (they explain the problem), always with
  * secrets scrubbed.
  */
-import { GatewayError, type OpenAIErrorType } from '../../errors/gateway-error.ts';
+import { GatewayError, type ErrorCode } from '../../errors/gateway-error.ts';
 
 /** Replaces the backend's own key and anything shaped like a vendor key. */
 export function redact(text: string, secrets: ReadonlyArray<string>): string {
@@ -44,76 +45,52 @@ export function fromUpstreamStatus(info: UpstreamErrorInfo): GatewayError {
   const upstreamMsg = str(error?.message) ? redact(String(error?.message), secrets) : null;
   const code = str(error?.code);
   const param = str(error?.param);
-  const make = (s: number, type: OpenAIErrorType, message: string, retryable: boolean, c: string | null = code): GatewayError => {
-    return new GatewayError(message, { status: s, type, code: c, param, retryable, retryAfter, backend });
+  /** `wireCode`: the upstream's own code, where it is passed on (undefined: the table's). */
+  const make = (kind: ErrorCode, message: string, wireCode?: string | null): GatewayError => {
+    return new GatewayError(kind, message, { wireCode, upstreamStatus: status, param, retryAfter, backend });
   };
+  const said = upstreamMsg ? `: ${upstreamMsg}` : '';
   switch (true) {
     case status === 401 || status === 403:
       // The client's own key is fine (it passed our auth); the gateway's key for this upstream is not.
-      return make(
-        502,
-        'upstream_error',
-        `Backend "${backend}" rejected the gateway's credentials (upstream status ${status}${upstreamMsg ? `: ${upstreamMsg}` : ''}).`,
-        true,
-        'upstream_auth_failed',
-      );
+      return make('upstream_auth_failed', `Backend "${backend}" rejected the gateway's credentials (upstream status ${status}${said}).`);
     case status === 408:
-      return make(504, 'timeout_error', `Backend "${backend}" timed out (upstream status 408).`, true, 'upstream_timeout');
+      return make('upstream_timeout', `Backend "${backend}" timed out (upstream status 408).`);
     case status === 429:
-      return make(429, 'rate_limit_error', upstreamMsg ?? `Backend "${backend}" is rate limiting requests.`, true, code ?? 'rate_limit_exceeded');
+      return make('upstream_rate_limited', upstreamMsg ?? `Backend "${backend}" is rate limiting requests.`, code ?? undefined);
     case status === 409:
-      return make(409, 'invalid_request_error', upstreamMsg ?? `Backend "${backend}" reported a conflict.`, true);
+      return make('upstream_conflict', upstreamMsg ?? `Backend "${backend}" reported a conflict.`, code);
     case status === 503 || status === 529:
-      return make(503, 'service_unavailable_error', `Backend "${backend}" is overloaded or unavailable (upstream status ${status}${upstreamMsg ? `: ${upstreamMsg}` : ''}).`, true, 'upstream_unavailable');
+      return make('upstream_unavailable', `Backend "${backend}" is overloaded or unavailable (upstream status ${status}${said}).`);
     case status === 504:
-      return make(504, 'timeout_error', `Backend "${backend}" timed out (upstream status 504).`, true, 'upstream_timeout');
+      return make('upstream_timeout', `Backend "${backend}" timed out (upstream status 504).`);
     case status >= 500:
-      return make(502, 'upstream_error', `Backend "${backend}" failed (upstream status ${status}${upstreamMsg ? `: ${upstreamMsg}` : ''}).`, true, 'upstream_error');
+      return make('upstream_error', `Backend "${backend}" failed (upstream status ${status}${said}).`);
+    case status === 402:
+      return make('upstream_payment_required', upstreamMsg ?? `Backend "${backend}" rejected the request (upstream status 402).`, code);
     case status === 404:
-      return make(404, 'invalid_request_error', upstreamMsg ?? `Backend "${backend}" does not know this model or route.`, false, code ?? 'model_not_found');
+      return make('model_not_found', upstreamMsg ?? `Backend "${backend}" does not know this model or route.`, code ?? undefined);
     case status === 413:
-      return make(413, 'invalid_request_error', upstreamMsg ?? `Backend "${backend}" says the request is too large.`, false, code ?? 'request_too_large');
+      return make('request_too_large', upstreamMsg ?? `Backend "${backend}" says the request is too large.`, code ?? undefined);
     case status >= 400:
-      return make(status, 'invalid_request_error', upstreamMsg ?? `Backend "${backend}" rejected the request (upstream status ${status}).`, false);
+      return make('upstream_rejected', upstreamMsg ?? `Backend "${backend}" rejected the request (upstream status ${status}).`, code);
     default:
-      return make(502, 'upstream_error', `Backend "${backend}" answered with unexpected status ${status}.`, true, 'upstream_error');
+      return make('upstream_error', `Backend "${backend}" answered with unexpected status ${status}.`);
   }
 }
 
 export function upstreamTimeout(backend: string, ms: number, what = 'respond'): GatewayError {
-  return new GatewayError(`Backend "${backend}" did not ${what} within ${ms} ms.`, {
-    status: 504,
-    type: 'timeout_error',
-    code: 'upstream_timeout',
-    retryable: true,
-    backend,
-  });
+  return new GatewayError('upstream_timeout', `Backend "${backend}" did not ${what} within ${ms} ms.`, { backend });
 }
 
 export function upstreamUnreachable(backend: string, detail: string): GatewayError {
-  return new GatewayError(`Could not reach backend "${backend}": ${detail}.`, {
-    status: 502,
-    type: 'upstream_error',
-    code: 'upstream_unreachable',
-    retryable: true,
-    backend,
-  });
+  return new GatewayError('upstream_unreachable', `Could not reach backend "${backend}": ${detail}.`, { backend });
 }
 
 export function upstreamMalformed(backend: string, detail: string): GatewayError {
-  return new GatewayError(`Backend "${backend}" sent a malformed response: ${detail}.`, {
-    status: 502,
-    type: 'upstream_error',
-    code: 'upstream_malformed_response',
-    retryable: true,
-    backend,
-  });
+  return new GatewayError('upstream_malformed_response', `Backend "${backend}" sent a malformed response: ${detail}.`, { backend });
 }
 
 export function clientClosed(): GatewayError {
-  return new GatewayError('The client closed the request before it completed.', {
-    status: 499,
-    type: 'invalid_request_error',
-    code: 'client_closed_request',
-  });
+  return new GatewayError('client_closed_request');
 }

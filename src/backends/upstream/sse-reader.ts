@@ -282,35 +282,16 @@ export function onAbort(signal: CallSignal, fn: () => void): () => void {
 export function streamErrorEvent(backend: string, error: unknown, secrets: ReadonlyArray<string>): GatewayError {
   const message = typeof error === 'object' && error !== null ? (error as { message?: unknown }).message : typeof error === 'string' ? error : undefined;
   const msg = typeof message === 'string' && message !== '' ? redact(message, secrets) : 'stream error';
-  return new GatewayError(`Backend "${backend}" reported an error mid-stream: ${msg}`, {
-    status: 502,
-    type: 'upstream_error',
-    code: 'upstream_stream_error',
-    retryable: true,
-    backend,
-  });
+  return new GatewayError('upstream_stream_error', `Backend "${backend}" reported an error mid-stream: ${msg}`, { backend });
 }
 
 export function responseTooLarge(backend: string, limit: number): GatewayError {
-  return new GatewayError(`Backend "${backend}" sent a response larger than max_response_bytes (${limit} bytes).`, {
-    status: 502,
-    type: 'upstream_error',
-    code: 'upstream_response_too_large',
-    retryable: true,
-    backend,
-  });
+  return new GatewayError('upstream_response_too_large', `Backend "${backend}" sent a response larger than max_response_bytes (${limit} bytes).`, { backend });
 }
 
 export function connectionLost(backend: string, err: unknown, secrets: ReadonlyArray<string>): GatewayError {
   const detail = errorCode(err) ?? redact(err instanceof Error ? err.message : 'read failed', secrets);
-  return new GatewayError(`Backend "${backend}" dropped the connection mid-stream (${detail}).`, {
-    status: 502,
-    type: 'upstream_error',
-    code: 'upstream_connection_lost',
-    retryable: true,
-    cause: err,
-    backend,
-  });
+  return new GatewayError('upstream_connection_lost', `Backend "${backend}" dropped the connection mid-stream (${detail}).`, { cause: err, backend });
 }
 
 /** The signal's reason when it is an Error, else a generic AbortError: always an Error. */

@@ -14,7 +14,7 @@ export function readyHandler(deps: Deps) {
   return (c: Context<AppEnv>): Response => {
     if (deps.lifecycle.draining) {
       c.header('retry-after', '5');
-      throw new GatewayError('The gateway is shutting down.', { status: 503, type: 'service_unavailable_error', code: 'draining' });
+      throw new GatewayError('draining');
     }
     const backends: Record<string, string> = {};
     const loading: string[] = [];
@@ -25,7 +25,7 @@ export function readyHandler(deps: Deps) {
     if (!deps.lifecycle.ready) {
       c.header('retry-after', '1');
       const what = loading.length > 0 ? `loading ${loading.map((n) => `"${n}"`).join(', ')}` : 'starting';
-      throw new GatewayError(`The gateway is not ready yet (${what}).`, { status: 503, type: 'service_unavailable_error', code: 'not_ready' });
+      throw new GatewayError('not_ready', `The gateway is not ready yet (${what}).`);
     }
     // Shared state: a Redis outage with on_unavailable: open keeps this replica ready (it serves with
     // local limits; a blip must not pull a whole fleet out of the load balancer); with closed, the
@@ -34,11 +34,7 @@ export function readyHandler(deps: Deps) {
     const state = st ? { store: st.store, state: st.state, ...(st.detail ? { detail: st.detail } : {}) } : undefined;
     if (st?.state === 'degraded' && deps.config.state.store === 'redis' && deps.config.state.on_unavailable === 'closed') {
       c.header('retry-after', '5');
-      throw new GatewayError(`The gateway cannot reach its state store: ${st.detail ?? 'unavailable'}.`, {
-        status: 503,
-        type: 'service_unavailable_error',
-        code: 'state_unavailable',
-      });
+      throw new GatewayError('state_unavailable', `The gateway cannot reach its state store: ${st.detail ?? 'unavailable'}.`);
     }
     return json(c, 200, { status: 'ready', backends, ...(state ? { state } : {}) });
   };

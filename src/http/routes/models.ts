@@ -1,22 +1,23 @@
-import type { Context } from 'hono';
 import { modelNotFound } from '../../errors/gateway-error.ts';
 import type { Deps } from '../deps.ts';
-import { json } from '../respond.ts';
-import type { AppEnv } from '../types.ts';
+import { sendJson } from '../direct.ts';
+import type { Exchange } from '../exchange.ts';
 
 const card = (id: string, created: number) => ({ id, object: 'model' as const, created, owned_by: 'switchyard' });
 
+/** GET /v1/models: the public model names the key may use. */
 export function listModelsHandler(deps: Deps) {
-  return (c: Context<AppEnv>): Response => {
+  return async (x: Exchange): Promise<void> => {
     const created = Math.floor(deps.startedAt / 1000);
-    return json(c, 200, { object: 'list', data: deps.gateway.models(c.get('x').keyName).map((id) => card(id, created)) });
+    sendJson(x, 200, { object: 'list', data: deps.gateway.models(x.keyName).map((id) => card(id, created)) }, deps.config.server.send_timeout_ms);
   };
 }
 
+/** GET /v1/models/{model+}: one of them (ids may hold slashes, sent as they are or as %2F). */
 export function getModelHandler(deps: Deps) {
-  return (c: Context<AppEnv>): Response => {
-    const id = decodeURIComponent(c.req.path.slice('/v1/models/'.length));
-    if (!deps.gateway.models(c.get('x').keyName).includes(id)) throw modelNotFound(id);
-    return json(c, 200, card(id, Math.floor(deps.startedAt / 1000)));
+  return async (x: Exchange): Promise<void> => {
+    const id = x.params.model ?? '';
+    if (!deps.gateway.models(x.keyName).includes(id)) throw modelNotFound(id);
+    sendJson(x, 200, card(id, Math.floor(deps.startedAt / 1000)), deps.config.server.send_timeout_ms);
   };
 }

@@ -2,32 +2,24 @@
  * Anthropic's error envelope for the `/v1/messages` routes: `{"type":"error","error":{"type","message"}}`
  * (plus `request_id` when known), its statuses, and the mid-stream `event: error` frame.
  *
- * Status → type, as Anthropic documents them: 400 invalid_request_error, 401 authentication_error,
+ * The type is the `anthropic` column of the error table (src/errors/codes.ts), which follows
+ * Anthropic's status → type rule: 400 invalid_request_error, 401 authentication_error,
  * 402 billing_error, 403 permission_error, 404 not_found_error, 413 request_too_large,
  * 429 rate_limit_error (budgets too: Anthropic reports spend limits as 429 rate_limit_error),
- * 500 api_error, 504 timeout_error, 529 overloaded_error; any other 4xx invalid_request_error
- * (Anthropic's own rule), any other 5xx api_error.
+ * 500 api_error, 504 timeout_error, 529 overloaded_error; any other 4xx invalid_request_error,
+ * any other 5xx api_error.
  *
- * The gateway's 503 (overload gate, every target unavailable, not ready, draining) is answered as
- * **529 overloaded_error**: that is what Anthropic sends for "temporarily unable, retry", the SDKs
+ * The gateway's 503s (overload gate, every target unavailable, not ready, draining) are
+ * `overloaded_error` and answered as **529**: that is what Anthropic sends for "temporarily unable, retry", the SDKs
  * raise it as `OverloadedError` and retry it, and Claude Code handles it as an overload. Every
  * other status is kept (502 stays 502 with `api_error`; the SDKs retry every 5xx alike), and
  * `retry-after` / `x-should-retry` come from errorHeaders() unchanged.
  */
+import { ERRORS, type AnthropicErrorType } from '../../errors/codes.ts';
 import { errorHeaders, type GatewayError } from '../../errors/gateway-error.ts';
 import { sse } from './sse.ts';
 
-export type AnthropicErrorType =
-  | 'invalid_request_error'
-  | 'authentication_error'
-  | 'billing_error'
-  | 'permission_error'
-  | 'not_found_error'
-  | 'request_too_large'
-  | 'rate_limit_error'
-  | 'api_error'
-  | 'timeout_error'
-  | 'overloaded_error';
+export type { AnthropicErrorType } from '../../errors/codes.ts';
 
 export interface AnthropicErrorBody {
   type: 'error';
@@ -37,32 +29,11 @@ export interface AnthropicErrorBody {
 
 /** The HTTP status an Anthropic client gets for `err`. */
 export function anthropicStatus(err: GatewayError): number {
-  return err.status === 503 ? 529 : err.status;
+  return anthropicErrorType(err) === 'overloaded_error' ? 529 : err.status;
 }
 
 export function anthropicErrorType(err: GatewayError): AnthropicErrorType {
-  switch (anthropicStatus(err)) {
-    case 400:
-      return 'invalid_request_error';
-    case 401:
-      return 'authentication_error';
-    case 402:
-      return 'billing_error';
-    case 403:
-      return 'permission_error';
-    case 404:
-      return 'not_found_error';
-    case 413:
-      return 'request_too_large';
-    case 429:
-      return 'rate_limit_error';
-    case 504:
-      return 'timeout_error';
-    case 529:
-      return 'overloaded_error';
-    default:
-      return err.status >= 500 ? 'api_error' : 'invalid_request_error';
-  }
+  return ERRORS[err.kind].anthropic;
 }
 
 export function toAnthropicError(err: GatewayError, requestId?: string): AnthropicErrorBody {

@@ -109,7 +109,7 @@ describe('chat chunks → Anthropic stream events', () => {
     const s = new ChatToMessagesStream({ model: 'm' });
     s.start();
     s.push(chunk({ content: 'partial' }));
-    const events = s.fail(new GatewayError('Backend "x" dropped the connection mid-stream.', { status: 502, type: 'upstream_error' }));
+    const events = s.fail(new GatewayError('upstream_connection_lost', 'Backend "x" dropped the connection mid-stream.'));
     assert.deepEqual(events, [{ type: 'error', error: { type: 'api_error', message: 'Backend "x" dropped the connection mid-stream.' } }]);
     assert.deepEqual(s.finish(), []);
     assert.deepEqual(s.push(chunk({ content: 'more' })), []);
@@ -167,7 +167,7 @@ describe('the translated stream through the real @anthropic-ai/sdk', () => {
 
   it('raises the error event as an API error of its type', async () => {
     const s = new ChatToMessagesStream({ model: 'claude-public' });
-    frames = [...s.start(), ...s.push(chunk({ content: 'partial' })), ...s.fail(new GatewayError('Every target is unavailable.', { status: 503, type: 'service_unavailable_error' }))]
+    frames = [...s.start(), ...s.push(chunk({ content: 'partial' })), ...s.fail(new GatewayError('circuit_open', 'Every target is unavailable.'))]
       .map(sse)
       .join('');
     await assert.rejects(client.messages.stream(params).finalMessage(), (err: unknown) => {

@@ -63,11 +63,11 @@ export const NAMESPACE_SEPARATOR = '__';
 const MAX_NAME = 64;
 
 export function unsupportedParameter(param: string, message: string): GatewayError {
-  return new GatewayError(message, { status: 400, type: 'invalid_request_error', param, code: 'unsupported_parameter' });
+  return new GatewayError('unsupported_parameter', message, { param });
 }
 
 export function unsupportedValue(param: string, message: string): GatewayError {
-  return new GatewayError(message, { status: 400, type: 'invalid_request_error', param, code: 'unsupported_value' });
+  return new GatewayError('unsupported_value', message, { param });
 }
 
 function fnv1a(text: string): string {
@@ -148,7 +148,7 @@ class Translator {
 
   private claim(name: string, param: string): boolean {
     if (this.toolNames.has(name)) {
-      throw new GatewayError(`Invalid value for '${param}': duplicate tool name '${name}'.`, { status: 400, type: 'invalid_request_error', param });
+      throw new GatewayError('invalid_request', `Invalid value for '${param}': duplicate tool name '${name}'.`, { param });
     }
     this.toolNames.add(name);
     return true;
@@ -206,7 +206,7 @@ class Translator {
         }
         const found = this.opts.resolveItem(id);
         if (!found) {
-          throw new GatewayError(`Item with id '${id}' not found.`, { status: 404, type: 'invalid_request_error', param, code: null });
+          throw new GatewayError('item_not_found', `Item with id '${id}' not found.`, { param });
         }
         return this.item(found, param, true);
       }
@@ -400,7 +400,7 @@ export function toChat(req: ResponsesRequest, opts: ToChatOptions = {}): ToChatR
   tr.finish();
 
   if (!tr.messages.some((m) => m.role !== 'system')) {
-    throw new GatewayError("Missing required parameter: 'input'.", { status: 400, type: 'invalid_request_error', param: 'input', code: 'missing_required_parameter' });
+    throw new GatewayError('invalid_request', "Missing required parameter: 'input'.", { param: 'input', wireCode: 'missing_required_parameter' });
   }
 
   const chat: ChatRequest & Record<string, unknown> = { model: req.model, messages: tr.messages };
