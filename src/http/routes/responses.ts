@@ -72,10 +72,7 @@ function asChunk(part: ChunkPart<ChatCompletionChunk>): ChatCompletionChunk {
 }
 
 function storeOf(deps: Deps): ResponsesStore {
-  // deps.responses is being added to Deps with the store's wiring; read structurally until then
-  const s = (deps as { responses?: ResponsesStore | undefined }).responses;
-  if (!s) throw new GatewayError('state_unavailable', 'Stored responses are not available on this gateway.');
-  return s;
+  return deps.responses;
 }
 
 const isItem = (v: unknown): v is InputItem => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -86,7 +83,6 @@ function owner(x: Exchange): string {
 
 /** The warnings as a header value: printable ASCII, bounded. */
 function warningsHeader(warnings: readonly string[]): string {
-  // eslint-disable-next-line no-control-regex
   const text = warnings.join('; ').replace(/[^\x20-\x7e]/g, '?');
   return text.length <= MAX_WARNINGS_HEADER ? text : `${text.slice(0, MAX_WARNINGS_HEADER - 3)}...`;
 }
