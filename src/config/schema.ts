@@ -282,6 +282,16 @@ export const stateSchema = z.discriminatedUnion('store', [
   }),
 ]);
 
+/** Stored responses of the Responses API (`store` ≠ false; previous_response_id, GET/DELETE /v1/responses/{id}). */
+export const responsesSchema = z.strictObject({
+  /** Lifetime of a stored response (any store); OpenAI keeps them 30 days. */
+  store_ttl_seconds: positiveInt.default(30 * 86_400),
+  /** In-memory store (and Redis's local fallback): most bytes across all stored responses (least recently used go first). */
+  max_stored_bytes: positiveInt.default(256 * 1024 * 1024),
+  /** A stored response (its whole conversation included) larger than this is not stored (any store). */
+  max_response_bytes: positiveInt.default(16 * 1024 * 1024),
+});
+
 export const loggingSchema = z.strictObject({
   level: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
 });
@@ -294,6 +304,7 @@ export const configSchema = z.strictObject({
   limits: limitsSettingsSchema.default(limitsSettingsSchema.parse({})),
   cache: cacheSchema.default(cacheSchema.parse({})),
   state: stateSchema.default({ store: 'memory' }),
+  responses: responsesSchema.default(responsesSchema.parse({})),
   logging: loggingSchema.default(loggingSchema.parse({})),
   routing: routingSchema.default(routingSchema.parse({})),
   /** Operator surface: /metrics and /status. */
@@ -321,3 +332,4 @@ export type KeyConfig = z.infer<typeof keySchema>;
 export type LimitsConfig = z.infer<typeof limitsSchema>;
 export type CacheConfig = z.infer<typeof cacheSchema>;
 export type StateConfig = z.infer<typeof stateSchema>;
+export type ResponsesConfig = z.infer<typeof responsesSchema>;

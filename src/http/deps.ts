@@ -1,6 +1,7 @@
 import type { BackendRegistry } from '../backends/registry.ts';
 import type { Config } from '../config/schema.ts';
 import type { Gateway } from '../gateway/operations.ts';
+import type { ResponsesStore } from '../gateway/responses-store.ts';
 import type { StateStore } from '../state/store.ts';
 import type { HealthState } from '../router/health-state.ts';
 import type { Logger } from '../telemetry/logger.ts';
@@ -21,6 +22,8 @@ export interface Deps {
   statusExtras?: Record<string, () => unknown>;
   /** limits and cache state (memory or redis); absent only in tests that build deps by hand */
   store?: StateStore | undefined;
+  /** stored responses of the Responses API (previous_response_id, GET/DELETE /v1/responses/{id}) */
+  responses: ResponsesStore;
   /** maps label values onto configured names (bounded cardinality) */
   labels: LabelBounds;
   /** epoch ms */

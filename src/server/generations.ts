@@ -8,7 +8,7 @@
  * What outlives a reload: the metrics registry, the per-target breakers and latency statistics
  * (HealthState: unchanged targets keep their history), the lifecycle flags, backends whose
  * configuration did not change (their connection pools and loaded models), and the state store and
- * tokenizer when their settings did not change (limits counters and cached answers survive).
+ * tokenizer when their settings did not change (limits counters, cached answers and stored responses survive).
  * Backends that changed are built and loaded *before* the switch — switching an ONNX model
  * version is a config change, and so is rolling it back — and a reload whose new backends fail to
  * load is rejected, leaving the old generation serving. New remote backends (an SDK to import) are
@@ -109,6 +109,7 @@ export class Runtime {
       registry,
       gateway: new Gateway(router, services),
       store: services.store,
+      responses: services.responses,
       logger: this.logger,
       metrics: this.metrics,
       labels,

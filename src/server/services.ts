@@ -1,6 +1,6 @@
 /**
  * Builds what the request pipeline needs besides the router: the StateStore (memory or Redis),
- * the limiter, the response cache, the coalescing table and the tokenizer.
+ * the limiter, the response cache, the coalescing table, the tokenizer and the stored responses.
  */
 import type { Config } from '../config/schema.ts';
 import { Flights } from '../cache/flights.ts';
@@ -8,6 +8,7 @@ import { ResponseCache } from '../cache/response-cache.ts';
 import { Limiter } from '../limits/limiter.ts';
 import { encodingFor, TokenCounter, type Encoding } from '../limits/tokens.ts';
 import type { Services } from '../gateway/pipeline.ts';
+import { ResponsesStore } from '../gateway/responses-store.ts';
 import { MemoryStore } from '../state/memory.ts';
 import { RedisStore } from '../state/redis.ts';
 import type { LimitName, StateStore } from '../state/store.ts';
@@ -16,6 +17,8 @@ import type { Logger } from '../telemetry/logger.ts';
 export interface BuiltServices extends Services {
   store: StateStore;
   tokens: TokenCounter;
+  /** Stored responses of the Responses API, in `store` (built per generation; the entries live in the store). */
+  responses: ResponsesStore;
   /** Start-up work (tokenizer encoders, the first Redis connection); /ready waits for it. */
   warm(): Promise<void>;
   /** Releases what these services own, except what a newer generation `keep`s. */
@@ -35,7 +38,7 @@ export function createStore(config: Config, logger: Logger): StateStore {
       logger,
     });
   }
-  return new MemoryStore({ maxEntries: config.cache.max_entries, maxBytes: config.cache.max_bytes });
+  return new MemoryStore({ maxEntries: config.cache.max_entries, maxBytes: config.cache.max_bytes, maxBlobBytes: config.responses.max_stored_bytes });
 }
 
 /** The encodings the configured models need, when some key has a tpm limit (else none). */
@@ -75,6 +78,12 @@ export function createServices(
   });
   const tokens = reuse?.tokens ?? new TokenCounter();
   const cache = config.cache.enabled ? new ResponseCache(store, config.cache) : undefined;
+  // a kept store takes this generation's bound (a smaller one evicts at once)
+  const responses = new ResponsesStore(store, {
+    ttlSeconds: config.responses.store_ttl_seconds,
+    maxEntryBytes: config.responses.max_response_bytes,
+    maxTotalBytes: config.responses.max_stored_bytes,
+  });
   return {
     config,
     store,
@@ -82,6 +91,7 @@ export function createServices(
     cache,
     flights: new Flights(config.cache.coalesce),
     tokens,
+    responses,
     async warm() {
       const encodings = neededEncodings(config);
       await Promise.all([
