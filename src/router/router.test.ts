@@ -452,6 +452,33 @@ describe('circuit breaker', () => {
     assert.equal(b.calls.length, 5);
   });
 
+  test('half-open lets exactly one probe through while it is under way; the rest go to the next target', async () => {
+    const { router, clock, a } = setup(`  m: { targets: ${ABC} }\n`, 'retry: { max_retries: 0 }');
+    for (let i = 0; i < 3; i++) {
+      a.script.push({ fail: unavailable });
+      await chat(router);
+    }
+    clock.t += 10_000;
+    let release = (): void => {};
+    const held = new Promise<void>((r) => {
+      release = r;
+    });
+    const chatOnce = a.chat.bind(a);
+    a.chat = async (q, ctx) => {
+      await held;
+      return chatOnce(q, ctx);
+    };
+    const probe = chat(router);
+    const others = await Promise.all(Array.from({ length: 5 }, () => chat(router)));
+    assert.deepEqual(
+      others.map((r) => r.target.backend),
+      ['b', 'b', 'b', 'b', 'b'],
+    );
+    release();
+    assert.equal((await probe).target.backend, 'a');
+    assert.equal(a.calls.length, 4, 'three failures and one probe');
+  });
+
   test('a failed probe reopens it for twice as long', async () => {
     const { router, clock, a } = setup(`  m: { targets: ${ABC} }\n`, 'retry: { max_retries: 0 }');
     for (let i = 0; i < 4; i++) a.script.push({ fail: unavailable });
