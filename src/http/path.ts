@@ -13,8 +13,8 @@
  * - a trailing `/` is dropped (the root `/` stays);
  * - letters keep their case: paths are case-sensitive.
  *
- * Hot path: a target already in this form is checked in one scan and returned without allocation
- * (or only sliced at its `?`); everything else takes the slow way.
+ * Hot path: a target already in this form is checked in one scan, without regex or allocation
+ * (only sliced at its `?`); everything else takes the slow way.
  */
 
 const SLASH = 47;
@@ -23,23 +23,16 @@ const PERCENT = 37;
 const QUERY = 63;
 
 export function normalisePath(target: string): string {
-  const length = target.length;
-  if (length === 0 || target.charCodeAt(0) !== SLASH) return respell(target);
-  let end = length;
-  for (let i = 0; i < length; i++) {
+  const n = target.length;
+  if (n === 0 || target.charCodeAt(0) !== SLASH) return respell(target);
+  let prev = SLASH;
+  for (let i = 1; i < n; i++) {
     const c = target.charCodeAt(i);
-    if (c === QUERY) {
-      end = i;
-      break;
-    }
-    if (c === PERCENT) return respell(target);
-    if (c === SLASH) {
-      const next = target.charCodeAt(i + 1);
-      if (next === SLASH || next === DOT) return respell(target);
-    }
+    if (c === QUERY) return prev === SLASH && i > 1 ? respell(target) : target.slice(0, i);
+    if (c === PERCENT || (prev === SLASH && (c === SLASH || c === DOT))) return respell(target);
+    prev = c;
   }
-  if (end > 1 && target.charCodeAt(end - 1) === SLASH) return respell(target);
-  return end === length ? target : target.slice(0, end);
+  return prev === SLASH && n > 1 ? respell(target) : target;
 }
 
 /** `scheme://authority` at the start of an absolute-form target */
