@@ -7,7 +7,7 @@
 import autocannon from 'autocannon';
 import { performance } from 'node:perf_hooks';
 import { Client } from 'undici';
-import { FIRST_TOKEN } from './payloads.ts';
+import { streamFraming } from './payloads.ts';
 
 export interface LoadResult {
   rps: number;
@@ -124,8 +124,12 @@ export function combineProbes(rounds: ProbeResult[]): ProbeResult {
   };
 }
 
-/** One connection, one request at a time, for `seconds` (at least `minCount` requests). */
+/**
+ * One connection, one request at a time, for `seconds` (at least `minCount` requests). The first
+ * content token is the first read holding the route's first content event (`streamFraming`).
+ */
 export async function probeStream(base: string, path: string, body: string, seconds: number, minCount = 10): Promise<ProbeResult> {
+  const { firstContent } = streamFraming(path);
   const client = new Client(base, { pipelining: 1, keepAliveTimeout: 60_000 });
   const ttfb = new Samples();
   const ttft = new Samples();
@@ -148,7 +152,7 @@ export async function probeStream(base: string, path: string, body: string, seco
           if (first < 0) first = now - t0;
           if (content < 0) {
             text += chunk.toString('utf8');
-            if (text.includes(FIRST_TOKEN)) content = now - t0;
+            if (text.includes(firstContent)) content = now - t0;
           }
         }
         if (res.statusCode !== 200 || content < 0) {

@@ -4,17 +4,39 @@
  * chunk, a usage chunk when `stream_options.include_usage` asks for it, [DONE]); the model
  * `mock-paced` streams with PACE_MS between chunks (the time-to-first-byte check);
  * POST /v1/embeddings answers 16 × 1536 dimensions as float or base64, as `encoding_format` asks;
- * GET /v1/models. Any path prefix before /v1 is accepted.
+ * POST /v1/responses (OpenAI Responses: a Response object, or its `event:`/`data:` stream) and
+ * POST /v1/messages (Anthropic Messages: a Message, or its stream), each with the same answer and
+ * the same 20 content deltas as chat, in one write; GET /v1/models. Any path prefix before /v1 and
+ * any query string are accepted.
  *
  *   node --import tsx bench/mock-upstream.ts [port]     prints {"port":N} once listening
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { pathToFileURL } from 'node:url';
-import { PACE_MS, PACED_MODEL, chatResponse, embedBase64Response, embedFloatResponse, modelsResponse, sseScript, type SseScript } from './payloads.ts';
+import {
+  CHAT_MODEL,
+  CLAUDE_MODEL,
+  PACE_MS,
+  PACED_MODEL,
+  chatResponse,
+  embedBase64Response,
+  embedFloatResponse,
+  messagesResponse,
+  messagesSseScript,
+  modelsResponse,
+  responsesResponse,
+  responsesSseScript,
+  sseScript,
+  type SseScript,
+} from './payloads.ts';
 
 const JSON_TYPE = 'application/json';
 const scripts = new Map<string, SseScript>();
+/** Built for the models the benchmark sends (the streams carry the model name); others share the chat model's. */
+const responsesScript = Buffer.concat(responsesSseScript(CHAT_MODEL));
+const messagesScript = Buffer.concat(messagesSseScript(CLAUDE_MODEL));
+const SSE_HEAD = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' };
 
 function script(model: string): SseScript {
   let s = scripts.get(model);
@@ -32,9 +54,9 @@ function sendJson(res: ServerResponse, status: number, body: Buffer): void {
 
 function stream(res: ServerResponse, body: string): void {
   const paced = body.includes(`"model":"${PACED_MODEL}"`);
-  const s = script(paced ? PACED_MODEL : 'mock-chat');
+  const s = script(paced ? PACED_MODEL : CHAT_MODEL);
   const tail = body.includes('"include_usage":true') ? [s.usage, s.done] : [s.done];
-  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
+  res.writeHead(200, SSE_HEAD);
   if (!paced) {
     // zero latency: everything in one write, as a fast upstream's kernel buffer would deliver it
     res.end(Buffer.concat([...s.chunks, ...tail]));
@@ -55,11 +77,28 @@ function stream(res: ServerResponse, body: string): void {
   next();
 }
 
+function sendStream(res: ServerResponse, all: Buffer): void {
+  res.writeHead(200, SSE_HEAD);
+  res.end(all);
+}
+
 function handle(req: IncomingMessage, res: ServerResponse, body: string): void {
-  const path = req.url ?? '/';
+  const url = req.url ?? '/';
+  const q = url.indexOf('?');
+  const path = q < 0 ? url : url.slice(0, q);
   if (req.method === 'POST' && path.endsWith('/v1/chat/completions')) {
     if (body.includes('"stream":true')) stream(res, body);
     else sendJson(res, 200, chatResponse);
+    return;
+  }
+  if (req.method === 'POST' && path.endsWith('/v1/responses')) {
+    if (body.includes('"stream":true')) sendStream(res, responsesScript);
+    else sendJson(res, 200, responsesResponse);
+    return;
+  }
+  if (req.method === 'POST' && path.endsWith('/v1/messages')) {
+    if (body.includes('"stream":true')) sendStream(res, messagesScript);
+    else sendJson(res, 200, messagesResponse);
     return;
   }
   if (req.method === 'POST' && path.endsWith('/v1/embeddings')) {

@@ -19,7 +19,8 @@ export interface Row {
 }
 
 export interface ProbeRow {
-  id: 'ttfb-zero' | 'ttfb-paced';
+  /** 'ttfb-zero' | 'ttfb-paced' (chat), or one of scenarios.ts's PROTOCOL_PROBES */
+  id: string;
   label: string;
   target: TargetName;
   result: ProbeResult;
@@ -57,6 +58,8 @@ export interface Report {
   probes: ProbeRow[];
   /** undefined: the cache-hit rows were measured */
   cacheNote?: string | undefined;
+  /** native scenarios skipped (and why), or whether the gateway passed their bytes */
+  notes?: string[] | undefined;
   long?: LongRow[] | undefined;
 }
 
@@ -129,17 +132,20 @@ function checks(r: Report): Check[] {
     if (!d || !f || !s) return undefined;
     return (s.load.p50 - d.load.p50) / (f.load.p50 - d.load.p50);
   };
-  const a = addedRatio('chat-c1');
-  if (a !== undefined) out.push({ what: 'added p50, chat, 1 conn', measured: ratio(a), goal: '≤ 1.50× floor', ok: a <= 1.5 });
-  const pz = ['direct', 'floor', 'switchyard'].map((t) => r.probes.find((p) => p.id === 'ttfb-zero' && p.target === t));
-  if (pz[0] && pz[1] && pz[2]) {
-    const v = (pz[2].result.ttft50 - pz[0].result.ttft50) / (pz[1].result.ttft50 - pz[0].result.ttft50);
-    out.push({ what: 'added time to first token, stream, 1 conn', measured: ratio(v), goal: '≤ 1.50× floor', ok: v <= 1.5 });
+  // one connection: JSON scenarios by added p50, streams by the first-token probes
+  for (const s of r.rows.filter((x) => x.target === 'switchyard' && x.scenario.connections === 1 && !x.scenario.stream)) {
+    const a = addedRatio(s.scenario.id);
+    if (a !== undefined) out.push({ what: `added p50, ${s.scenario.label}`, measured: ratio(a), goal: '≤ 1.50× floor', ok: a <= 1.5 });
   }
-  for (const id of ['chat-c64', 'stream-c64', 'embed-float-c64', 'embed-b64-c64']) {
-    const f = find(r.rows, id, 'floor');
-    const s = find(r.rows, id, 'switchyard');
-    if (!f || !s) continue;
+  for (const id of [...new Set(r.probes.map((p) => p.id))].filter((x) => x !== 'ttfb-paced')) {
+    const pz = ['direct', 'floor', 'switchyard'].map((t) => r.probes.find((p) => p.id === id && p.target === t));
+    if (!pz[0] || !pz[1] || !pz[2]) continue;
+    const v = (pz[2].result.ttft50 - pz[0].result.ttft50) / (pz[1].result.ttft50 - pz[0].result.ttft50);
+    out.push({ what: `added time to first token, ${id === 'ttfb-zero' ? 'stream' : pz[2].label.replace(/, zero-latency$/, '')}, 1 conn`, measured: ratio(v), goal: '≤ 1.50× floor', ok: v <= 1.5 });
+  }
+  for (const s of r.rows.filter((x) => x.target === 'switchyard' && x.scenario.connections === 64)) {
+    const f = find(r.rows, s.scenario.id, 'floor');
+    if (!f) continue;
     const v = s.load.rps / f.load.rps;
     const cap = capacity(f.cpuUsPerReq, s.cpuUsPerReq);
     out.push({ what: `throughput, ${s.scenario.label}`, measured: ratio(v), goal: '≥ 0.75× floor', ok: v >= 0.75, cpu: cap === undefined ? undefined : { text: ratio(cap), ok: cap >= 0.75 } });
@@ -187,7 +193,7 @@ function checks(r: Report): Check[] {
 function checkTable(r: Report): string {
   const mark = (ok: boolean | undefined): string => (ok === undefined ? 'n/a' : ok ? 'met' : '**not met**');
   return [
-    '| target (issue 8) | goal | measured | status | by CPU µs/req: capacity vs floor | status |',
+    '| target (issues 8, 24, 25) | goal | measured | status | by CPU µs/req: capacity vs floor | status |',
     '|---|---|---|---|---|---|',
     ...checks(r).map((c) => `| ${c.what} | ${c.goal} | ${c.measured} | ${mark(c.ok)} | ${c.cpu?.text ?? '—'} | ${c.cpu ? mark(c.cpu.ok) : '—'} |`),
   ].join('\n');
@@ -213,6 +219,7 @@ export function render(r: Report): string {
     `${r.warmStart ? `Every proxy first got ${r.warmStart} s of 64-conn chat and ${r.warmStart} s of 64-conn stream (JIT warm-up, nothing measured). ` : ''}Each (scenario, target): ${r.rounds} round${r.rounds > 1 ? 's' : ''} of ${r.seconds} s, interleaved with the other targets, after a short warm-up — except at 64 connections, where each proxy gets ${r.rounds64} and direct (no proxy: a reference no target judges there) 1; the cache-hit pairs get ${r.rounds}. The row shows the round with the most RPS. Latencies are autocannon's per-response times (sub-ms). "added" = p50 minus the direct (no proxy) p50 of the same scenario; "× floor" compares with the bare node:http + undici.request proxy measured in the same run. CPU µs/req = the proxy process's user + system time per response in its cheapest round (1,000,000 / that ≈ what one core could serve); "proxy core busy" = its share of its core in that round (below ~95%: the proxy was not the only limit — the load generator's core, the 1-connection round trip, or another process on its core). Peak RSS = largest VmRSS sampled every 100 ms. The cache-hit scenarios have their own floor rows: the floor passing the same body through, in rounds interleaved with the hits, which the hits are compared with.`,
     '',
     loadTable(r.rows),
+    ...(r.notes?.length ? ['', 'Native scenarios (the upstream speaks the route\'s own API):', '', ...r.notes.map((n) => `- ${n}`)] : []),
     '',
     'Streams, one request at a time: TTFB = first body byte, TTFT = first content token (the gateway holds the response until the first content chunk, its commit point, so for it the two coincide). "zero-latency" sends the whole stream at once; "paced" sends a chunk every 5 ms (role, 20 contents, finish, [DONE]; the gateway always asks upstream for usage, one event more, so its stream ends ~5 ms later). Each probe runs three interleaved rounds per target (1 s zero-latency, 1.5 s paced); each figure is the median of the rounds of a target, n their sum. Body reads = separate arrivals at the client: a proxy that buffered the stream would show a handful, not ~one per event.',
     '',

@@ -25,14 +25,14 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { compiledCommands, revisionGateway, tsxCommands } from './build.ts';
 import { combineProbes, load, median, probeStream, type LoadResult, type ProbeResult } from './measure.ts';
-import { pacedBody, streamBody } from './payloads.ts';
+import { STREAM_CHUNKS, pacedBody, streamBody, streamFraming } from './payloads.ts';
 import { cpuMs, machineBusyMs, machineLoad, planPinning, pinSelf, sampleRss, startProc, stopProc, type Proc } from './procs.ts';
 import { abScenario } from './ab.ts';
 import { pathScenario } from './path.ts';
 import { perfScenarios } from './perf.ts';
 import { profileScenarios } from './profile.ts';
 import { render, type LongRow, type ProbeRow, type Report, type Row, type TargetName } from './report.ts';
-import { CACHE_SCENARIOS, SCENARIOS, startSwitchyard, type Scenario } from './scenarios.ts';
+import { CACHE_SCENARIOS, PROTOCOL_PROBES, SCENARIOS, startSwitchyard, type Scenario } from './scenarios.ts';
 
 const { values: a } = parseArgs({
   options: {
@@ -78,10 +78,21 @@ function machine(): string[] {
   return [`${cpus().length} cores (nproc)`, model.trim(), `${(totalmem() / 2 ** 30).toFixed(1)} GiB RAM`, `Linux ${release()}`, `Node.js ${process.version}`];
 }
 
-async function check(base: string, sc: Scenario, who: string): Promise<void> {
+/** What is wrong with `who`'s answer to `sc` (not 200, or a stream without its last token or end event); undefined if nothing; the body. */
+async function answer(base: string, sc: Scenario, who: string): Promise<{ problem: string | undefined; text: string }> {
   const r = await fetch(`${base}${sc.path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: sc.body });
   const text = await r.text();
-  if (r.status !== 200) throw new Error(`${who}: ${sc.id} answered ${r.status}: ${text.slice(0, 300)}`);
+  if (r.status !== 200) return { problem: `${who}: ${sc.id} answered ${r.status}: ${text.slice(0, 300)}`, text };
+  const { end } = streamFraming(sc.path);
+  const last = `tok${String(STREAM_CHUNKS - 1).padStart(2, '0')}`;
+  if (sc.stream && (!text.includes(end) || !text.includes(last))) return { problem: `${who}: ${sc.id} stream lacks ${last} or ${end}: …${text.slice(-300)}`, text };
+  return { problem: undefined, text };
+}
+
+async function check(base: string, sc: Scenario, who: string): Promise<string> {
+  const { problem, text } = await answer(base, sc, who);
+  if (problem) throw new Error(problem);
+  return text;
 }
 
 async function cacheWorks(sw: Proc, sc: Scenario): Promise<boolean> {
@@ -232,8 +243,54 @@ async function main(): Promise<void> {
       ['switchyard', sw.url, sw],
     ];
     const only = a.only?.split(',');
-    const scenarios = SCENARIOS.filter((s) => !only || only.includes(s.id));
-    for (const sc of scenarios) for (const [t, base] of targets) await check(base, sc, t);
+    const unknown = only?.filter((id) => !SCENARIOS.some((s) => s.id === id) && !CACHE_SCENARIOS.some((s) => s.id === id));
+    if (unknown?.length) throw new Error(`unknown scenario ${unknown.join(', ')} (known: ${SCENARIOS.map((s) => s.id).join(', ')})`);
+    const selected = SCENARIOS.filter((s) => !only || only.includes(s.id));
+    // Report lines about the native scenarios: which were skipped and why, and which passed bytes.
+    const notes: string[] = [];
+    let native: Proc | undefined;
+    let nativeResponses = false;
+    if (selected.some((s) => s.native)) {
+      const why = (err: unknown): string => (err instanceof Error ? err.message : String(err)).replace(/\s+/g, ' ').slice(0, 300);
+      const start = (mode: true | 'no-responses'): Promise<Proc> =>
+        startSwitchyard({ name: 'switchyard (native)', args: cmd.gateway, yamlPath: join(results, 'switchyard-native.yaml'), mockPort: mock.port, native: mode, core: core(pin.proxyCore), env: cmd.proxyEnv });
+      try {
+        native = await start(true);
+        nativeResponses = true;
+      } catch (err) {
+        notes.push(`the gateway refused an \`openai\` backend with \`responses: true\`: ${why(err)}`);
+        try {
+          native = await start('no-responses');
+        } catch (err2) {
+          notes.push(`the native gateway (an \`anthropic\` backend at the mock) did not start: ${why(err2)}`);
+        }
+      }
+      if (native) procs.push(native);
+    }
+    const gatewayFor = (sc: Scenario): Proc | undefined => (sc.native ? native : sw);
+    const targetsFor = (sc: Scenario): Target[] => {
+      const g = gatewayFor(sc) as Proc;
+      return [...targets.slice(0, 2), ['switchyard', g.url, g]];
+    };
+    const scenarios: Scenario[] = [];
+    for (const sc of selected) {
+      const direct = await check(mock.url, sc, 'direct');
+      await check(floor.url, sc, 'floor');
+      const g = gatewayFor(sc);
+      if (!g || (sc.native && sc.path === '/v1/responses' && !nativeResponses)) {
+        notes.push(`${sc.id}: not measured (${g ? 'no backend with `responses: true`' : 'no native gateway'})`);
+        continue;
+      }
+      const r = await answer(g.url, sc, 'switchyard');
+      if (r.problem && !sc.native) throw new Error(r.problem);
+      if (r.problem) {
+        notes.push(`${sc.id}: not measured, ${r.problem.replace(/\s+/g, ' ')}`);
+        continue;
+      }
+      if (sc.native) notes.push(`${sc.id}: the gateway's answer ${r.text === direct ? 'is byte for byte the upstream\'s' : 'differs from the upstream\'s bytes (re-encoded)'}`);
+      scenarios.push(sc);
+    }
+    for (const n of notes) say(`note: ${n}`);
     const cacheOk = await cacheWorks(swCache, CACHE_SCENARIOS[0] as Scenario);
     say(`all targets answer; cache ${cacheOk ? 'serves hits' : 'does not serve hits'}`);
     // Steady state: every proxy gets the same JIT warm-up before anything is measured (64-conn chat
@@ -242,7 +299,7 @@ async function main(): Promise<void> {
     if (warmStart > 0) {
       say(`warming every proxy up for ${warmStart} s of 64-conn chat and of 64-conn stream…`);
       const warmers = SCENARIOS.filter((sc) => sc.id === 'chat-c64' || sc.id === 'stream-c64');
-      for (const [, base] of [['floor', floor.url], ['switchyard', sw.url], ['switchyard+cache', swCache.url]] as const) {
+      for (const base of [floor.url, sw.url, swCache.url, ...(native ? [native.url] : [])]) {
         for (const sc of warmers) await load(base, { path: sc.path, body: sc.body, connections: sc.connections, seconds: warmStart }, 0);
       }
     }
@@ -254,7 +311,7 @@ async function main(): Promise<void> {
     const wall0 = performance.now();
 
     const rows: Row[] = [];
-    for (const sc of scenarios) rows.push(...(await interleaved(sc, targets)));
+    for (const sc of scenarios) rows.push(...(await interleaved(sc, targetsFor(sc))));
     let cacheNote: string | undefined = 'n/a (cache not implemented)';
     if (cacheOk) {
       cacheNote = undefined;
@@ -273,20 +330,26 @@ async function main(): Promise<void> {
     // millisecond with the machine (its idle vCPUs halt and are woken through the hypervisor), so
     // each probe runs in interleaved rounds and each target keeps the median of its rounds (a paced
     // stream takes ~125 ms: 1.5 s is a dozen of them)
-    const probeSpecs: Array<[ProbeRow['id'], string, string, number, number]> = [
-      ['ttfb-zero', 'stream, zero-latency', streamBody, 1, 3],
-      ['ttfb-paced', 'stream, paced 5 ms/chunk', pacedBody, 1.5, 3],
+    // [id, label, path, body, seconds per round, rounds, targets]; the Responses and Messages probes
+    // run beside their one-connection stream scenario, on the gateway that scenario uses
+    const probeSpecs: Array<[ProbeRow['id'], string, string, string, number, number, Target[]]> = [
+      ['ttfb-zero', 'stream, zero-latency', '/v1/chat/completions', streamBody, 1, 3, targets],
+      ['ttfb-paced', 'stream, paced 5 ms/chunk', '/v1/chat/completions', pacedBody, 1.5, 3, targets],
     ];
-    for (const [id, label, body, secs, probeRounds] of probeSpecs) {
-      for (const [, base] of targets) await probeStream(base, '/v1/chat/completions', body, 0.2, 3);
+    for (const [id, label, scId] of PROTOCOL_PROBES) {
+      const sc = scenarios.find((s) => s.id === scId);
+      if (sc) probeSpecs.push([id, `${label}, zero-latency`, sc.path, sc.body, 1, 3, targetsFor(sc)]);
+    }
+    for (const [id, label, path, body, secs, probeRounds, probeTargets] of probeSpecs) {
+      for (const [, base] of probeTargets) await probeStream(base, path, body, 0.2, 3);
       const byTarget = new Map<TargetName, ProbeResult[]>();
       for (let r = 0; r < probeRounds; r++) {
-        for (const [t, base] of r % 2 ? [...targets].reverse() : targets) {
-          const one = await probeStream(base, '/v1/chat/completions', body, secs, 10);
+        for (const [t, base] of r % 2 ? [...probeTargets].reverse() : probeTargets) {
+          const one = await probeStream(base, path, body, secs, 10);
           byTarget.set(t, [...(byTarget.get(t) ?? []), one]);
         }
       }
-      for (const [t] of targets) {
+      for (const [t] of probeTargets) {
         const result = combineProbes(byTarget.get(t) ?? []);
         probes.push({ id, label, target: t, result });
         say(`probe ${label.padEnd(24)} ${t.padEnd(11)} TTFB ${result.ttfb50.toFixed(2)} ms  TTFT ${result.ttft50.toFixed(2)} ms  end ${result.total50.toFixed(2)} ms  n ${result.count}`);
@@ -334,6 +397,7 @@ async function main(): Promise<void> {
       rows,
       probes,
       cacheNote,
+      notes,
       long,
     };
     const md = render(report);
