@@ -2,7 +2,7 @@
  * What to do after a failed attempt, and how long to wait before retrying the same target.
  * Pure: randomness is passed in.
  */
-import type { Disposition } from '../errors/codes.ts';
+import { ERRORS, type Disposition } from '../errors/codes.ts';
 import type { GatewayError } from '../errors/gateway-error.ts';
 
 export interface RetryConfig {
@@ -17,6 +17,11 @@ export type { Disposition } from '../errors/codes.ts';
 /** What to do after an attempt failed with `e`: its code's row of the error table decides. */
 export function disposition(e: GatewayError): Disposition {
   return e.disposition;
+}
+
+/** Whether an attempt that failed with `e` counts against its target's breaker and health stats. */
+export function blamesTarget(e: GatewayError): boolean {
+  return ERRORS[e.kind].breaker;
 }
 
 /**

@@ -20,7 +20,7 @@ import { Attempt } from './attempt.ts';
 import { HealthState, type TargetHealth } from './health-state.ts';
 import { deadlineExceeded, exhausted, finalize, skipReason, type AttemptRecord } from './outcomes.ts';
 import { orderTargets, type PolicyCandidate } from './policies.ts';
-import { backoffMs, disposition } from './retry.ts';
+import { backoffMs, blamesTarget, disposition } from './retry.ts';
 import { openCommitted, type StreamHooks } from './stream.ts';
 
 export type { StreamHooks };
@@ -229,7 +229,7 @@ export class Router {
           // A timeout that only happened because the client's own deadline was shorter than the
           // target's timeout says nothing about the target: it must not trip the breaker for everyone.
           const cutByClient = a.timedOut !== null && a.timeoutMs >= remaining;
-          const blame = d === 'fatal' || cutByClient ? 'neutral' : 'failure';
+          const blame = !blamesTarget(e) || cutByClient ? 'neutral' : 'failure';
           h.breaker.record(blame, this.clock.now());
           if (blame === 'failure') h.stats.observeFailure(this.clock.now(), e);
           if (d === 'fatal') throw finalize(e, attempts);
