@@ -4,6 +4,7 @@
  * model name (the router substitutes it for the public name).
  */
 import type { ChatCompletion, ChatCompletionChunk, ChatRequest } from '../protocol/chat/schema.ts';
+import type { ChunkPart } from '../protocol/stream-part.ts';
 import type { Completion, CompletionRequest } from '../protocol/completions/schema.ts';
 import type { EmbeddingAnswer, EmbeddingRequest } from '../protocol/embeddings/schema.ts';
 import type { EventEmitter } from 'node:events';
@@ -49,10 +50,10 @@ export interface BaseLLM {
   readonly type: BackendType;
   readonly capabilities: Capabilities;
   chat?(req: ChatRequest, ctx: CallContext): Promise<ChatCompletion>;
-  /** Resolves once the upstream accepted the request (headers received); chunks arrive as they come. */
-  chatStream?(req: ChatRequest, ctx: CallContext): Promise<AsyncIterable<ChatCompletionChunk>>;
+  /** Resolves once the upstream accepted the request (headers received); chunk parts arrive as they come. */
+  chatStream?(req: ChatRequest, ctx: CallContext): Promise<AsyncIterable<ChunkPart<ChatCompletionChunk>>>;
   complete?(req: CompletionRequest, ctx: CallContext): Promise<Completion>;
-  completeStream?(req: CompletionRequest, ctx: CallContext): Promise<AsyncIterable<Completion>>;
+  completeStream?(req: CompletionRequest, ctx: CallContext): Promise<AsyncIterable<ChunkPart<Completion>>>;
   /** Parsed vectors, or (HTTP backends) the upstream's checked bytes to forward as they are. */
   embed?(req: EmbeddingRequest, ctx: CallContext): Promise<EmbeddingAnswer>;
   /** Cheap, never a billable call. */

@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { ChunkPart } from '../protocol/stream-part.ts';
 import { Flights, StreamTap } from './flights.ts';
 
-async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
+/** The chunks of a subscriber's parts. */
+async function collect<T extends object>(it: AsyncIterable<ChunkPart<T>>): Promise<T[]> {
   const out: T[] = [];
-  for await (const x of it) out.push(x);
+  for await (const x of it) out.push(x.edit());
   return out;
 }
 
@@ -44,11 +46,11 @@ describe('Flight', () => {
 describe('StreamTap', () => {
   it('a late subscriber gets the chunks so far, then the live ones; each gets its own copies', async () => {
     const tap = new StreamTap();
-    tap.push({ n: 1 });
+    tap.push(ChunkPart.of({ n: 1 }));
     const early = collect(tap.subscribe<{ n: number }>(() => {}));
-    tap.push({ n: 2 });
+    tap.push(ChunkPart.of({ n: 2 }));
     const late = collect(tap.subscribe<{ n: number }>(() => {}));
-    tap.push({ n: 3 });
+    tap.push(ChunkPart.of({ n: 3 }));
     tap.finish();
     const a = await early;
     const b = await late;
@@ -59,17 +61,18 @@ describe('StreamTap', () => {
 
   it('a failure reaches every subscriber after the chunks before it', async () => {
     const tap = new StreamTap();
-    const sub = tap.subscribe<number>(() => {})[Symbol.asyncIterator]();
-    tap.push(1);
+    const sub = tap.subscribe<{ n: number }>(() => {})[Symbol.asyncIterator]();
+    tap.push(ChunkPart.of({ n: 1 }));
     tap.finish(new Error('boom'));
-    assert.deepEqual(await sub.next(), { done: false, value: 1 });
+    const first = await sub.next();
+    assert.deepEqual(first.done ? undefined : first.value.chunk, { n: 1 });
     await assert.rejects(sub.next(), /boom/);
   });
 
   it('return() closes a waiting subscriber at once and calls onClose once', async () => {
     const tap = new StreamTap();
     let closed = 0;
-    const it = tap.subscribe<number>(() => closed++)[Symbol.asyncIterator]();
+    const it = tap.subscribe<{ n: number }>(() => closed++)[Symbol.asyncIterator]();
     const pending = it.next();
     await it.return?.();
     assert.deepEqual(await pending, { done: true, value: undefined });

@@ -7,12 +7,13 @@
  * and the upstream call is aborted only when nobody is left. So a leader that disconnects does not
  * take the answer away from the followers.
  *
- * Streams go through a StreamTap: the upstream stream is read once (pumped) into a log of
- * serialised chunks; every subscriber replays the log from the start and then follows it live, so a
+ * Streams go through a StreamTap: the upstream stream is read once (pumped) into a log of the
+ * chunks' texts; every subscriber replays the log from the start and then follows it live, so a
  * late joiner gets the chunks so far, then the rest. The same log becomes the cache entry.
  */
 import type { AbortLike } from '../lib/abort.ts';
-import { detached, jsonText, keepText } from '../protocol/chat/event-text.ts';
+import { detached } from '../protocol/chat/event-text.ts';
+import { ChunkPart, PlainHead } from '../protocol/stream-part.ts';
 
 export class Flight<R> {
   private readonly controller = new AbortController();
@@ -85,7 +86,7 @@ export class Flights {
   }
 }
 
-/** An append-only log of serialised chunks with any number of readers. */
+/** An append-only log of chunk texts with any number of readers, each reading its own parts. */
 export class StreamTap {
   readonly chunks: string[] = [];
   bytes = 0;
@@ -93,9 +94,9 @@ export class StreamTap {
   private error: unknown;
   private waiters: Array<() => void> = [];
 
-  push(chunk: unknown): void {
+  push(part: ChunkPart<object>): void {
     // held for the flight's followers and then by the cache: a copy, not a view into the upstream's read
-    const s = detached(jsonText(chunk));
+    const s = detached(part.json());
     this.chunks.push(s);
     this.bytes += s.length;
     this.wake();
@@ -121,9 +122,13 @@ export class StreamTap {
     for (const f of w) f();
   }
 
-  /** Every chunk from the first, then live ones; ends (or throws) as the source did. */
-  subscribe<C>(onClose: () => void): AsyncIterable<C> {
+  /**
+   * Every chunk from the first, then live ones, as parts of their own (a plain text is not
+   * parsed); ends (or throws) as the source did.
+   */
+  subscribe<C extends object>(onClose: () => void): AsyncIterable<ChunkPart<C>> {
     let i = 0;
+    const head = new PlainHead();
     let closed = false;
     const close = (): void => {
       if (closed) return;
@@ -131,12 +136,12 @@ export class StreamTap {
       onClose();
       this.wake();
     };
-    const next = (): Promise<IteratorResult<C>> => {
+    const next = (): Promise<IteratorResult<ChunkPart<C>>> => {
       if (closed) return Promise.resolve({ done: true, value: undefined });
       const s = this.chunks[i];
       if (s !== undefined) {
         i++;
-        return Promise.resolve({ done: false, value: keepText(JSON.parse(s) as C, s) });
+        return Promise.resolve({ done: false, value: ChunkPart.fromText<C>(s, head) });
       }
       if (this.done) {
         close();
@@ -147,7 +152,7 @@ export class StreamTap {
     return {
       [Symbol.asyncIterator]: () => ({
         next,
-        return: async (): Promise<IteratorResult<C>> => {
+        return: async (): Promise<IteratorResult<ChunkPart<C>>> => {
           close();
           return { done: true, value: undefined };
         },

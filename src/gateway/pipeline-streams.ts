@@ -1,25 +1,27 @@
 /**
- * Stream transforms the pipeline puts around an upstream stream: usage shaping (the client sees the
- * usage chunk only when it asked; the gateway always records it), an end hook that fires exactly
- * once however the stream stops, and replay of cached chunks.
+ * Stream transforms the pipeline puts around an upstream stream of chunk parts: usage shaping (the
+ * client sees the usage chunk only when it asked; the gateway always records it), an end hook that
+ * fires exactly once however the stream stops, and replay of cached chunks.
  */
 import type { AbortLike } from '../lib/abort.ts';
 import type { Chunk, Usage } from './types.ts';
 import { DONE, pollable, withEnd, type Pollable } from '../lib/pollable.ts';
-import { addedUsageNull, droppedUsageNull, PlainChunk } from '../protocol/chat/event-text.ts';
+import { ChunkPart } from '../protocol/stream-part.ts';
 
 /**
  * Drops the usage chunk (and `usage: null` fields) the client did not ask for; records usage. A
  * client that asked gets `usage: null` on every other chunk, as OpenAI sends it, whatever the
  * upstream wrote (llama-server and some OpenAI-compatible vendors omit the member).
  */
-export function shapeUsage<T extends Chunk>(src: AsyncIterable<T>, clientWantsUsage: boolean, sink: { value: Usage | undefined }): AsyncIterableIterator<T> {
+export function shapeUsage<C extends Chunk>(src: AsyncIterable<ChunkPart<C>>, clientWantsUsage: boolean, sink: { value: Usage | undefined }): AsyncIterableIterator<ChunkPart<C>> {
   return new ShapeUsage(src[Symbol.asyncIterator](), clientWantsUsage, sink);
 }
 
-class ShapeUsage<T extends Chunk> implements AsyncIterableIterator<T>, Pollable<T> {
+type T<C extends Chunk> = ChunkPart<C>;
+
+class ShapeUsage<C extends Chunk> implements AsyncIterableIterator<T<C>>, Pollable<T<C>> {
   constructor(
-    private readonly it: AsyncIterator<T>,
+    private readonly it: AsyncIterator<T<C>>,
     private readonly clientWantsUsage: boolean,
     private readonly sink: { value: Usage | undefined },
   ) {}
@@ -28,7 +30,7 @@ class ShapeUsage<T extends Chunk> implements AsyncIterableIterator<T>, Pollable<
     return this;
   }
 
-  poll(): IteratorResult<T> | undefined {
+  poll(): IteratorResult<T<C>> | undefined {
     const p = pollable(this.it);
     if (!p) return undefined;
     for (;;) {
@@ -37,38 +39,36 @@ class ShapeUsage<T extends Chunk> implements AsyncIterableIterator<T>, Pollable<
     }
   }
 
-  async next(): Promise<IteratorResult<T>> {
+  async next(): Promise<IteratorResult<T<C>>> {
     for (;;) {
       const r = await this.it.next();
       if (r.done || this.shape(r.value)) return r;
     }
   }
 
-  async return(v?: unknown): Promise<IteratorResult<T>> {
+  async return(v?: unknown): Promise<IteratorResult<T<C>>> {
     return (await this.it.return?.(v)) ?? DONE;
   }
 
-  /** Records the chunk's usage and shapes it for the client; false when the client does not get it. */
-  private shape(chunk: T): boolean {
-    // no usage (null at most), by its grammar
-    if (chunk instanceof PlainChunk) {
-      if (!this.clientWantsUsage) chunk.dropUsageNull();
-      else if (chunk.usage === undefined) chunk.addUsageNull();
+  /**
+   * Records the part's usage and shapes it for the client; false when the client does not get it.
+   * Hot path: the part's own edits keep its text (a plain part is not parsed: its usage is null at
+   * most, by its grammar).
+   */
+  private shape(part: T<C>): boolean {
+    if (part.plain) {
+      if (this.clientWantsUsage) part.addUsageNull();
+      else part.dropUsage();
       return true;
     }
-    if (chunk.usage) this.sink.value = chunk.usage;
+    const usage = part.usage();
+    if (usage) this.sink.value = usage;
     if (this.clientWantsUsage) {
-      if (!('usage' in chunk)) {
-        chunk.usage = null;
-        addedUsageNull(chunk);
-      }
+      part.addUsageNull();
       return true;
     }
-    if (chunk.usage && chunk.choices.length === 0) return false;
-    if ('usage' in chunk) {
-      delete chunk.usage;
-      droppedUsageNull(chunk);
-    }
+    if (usage && part.chunk.choices.length === 0) return false;
+    part.dropUsage();
     return true;
   }
 }
@@ -86,7 +86,8 @@ export function ended<T>(src: AsyncIterable<T>, signal: AbortLike, onEnd: () => 
   return withEnd(src, finish);
 }
 
-export async function* replay<T>(chunks: readonly unknown[]): AsyncGenerator<T> {
-  for (const c of chunks) yield c as T;
+/** A cached stream's chunks (parsed from the entry) as parts, printed when written. */
+export async function* replay<C extends object>(chunks: readonly unknown[]): AsyncGenerator<ChunkPart<C>> {
+  for (const c of chunks) yield ChunkPart.of(c as C);
 }
 

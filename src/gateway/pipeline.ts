@@ -22,6 +22,7 @@ import { Limiter, type Admission, type Principal } from '../limits/limiter.ts';
 import { encodingFor, type TokenCounter } from '../limits/tokens.ts';
 import type { Operation, ResolvedTarget, Routed, Router } from '../router/router.ts';
 import { ended, replay, shapeUsage } from './pipeline-streams.ts';
+import type { ChunkPart } from '../protocol/stream-part.ts';
 
 export type { Chunk, Usage } from './types.ts';
 import type { Chunk, Usage } from './types.ts';
@@ -253,7 +254,7 @@ export class Pipeline {
   }
 
   /** A streamed answer; `open` resolves at the router's commit point. */
-  async stream<C extends Chunk>(job: Job, wantsUsage: boolean, open: (signal: AbortLike) => Promise<Routed<AsyncIterable<C>>>): Promise<StreamResult<C>> {
+  async stream<C extends Chunk>(job: Job, wantsUsage: boolean, open: (signal: AbortLike) => Promise<Routed<AsyncIterable<ChunkPart<C>>>>): Promise<StreamResult<ChunkPart<C>>> {
     const sink: { value: Usage | undefined } = { value: undefined };
     const s = this.s;
     if (!s) {
@@ -289,11 +290,11 @@ export class Pipeline {
           : shaped;
         return streamAnswer(r, result, sink, this.served(adm, status));
       }
-      const joined = s.flights.find<Routed<AsyncIterable<C>>>(key);
+      const joined = s.flights.find<Routed<AsyncIterable<ChunkPart<C>>>>(key);
       const tap = joined?.tap;
       if (joined && tap) {
         const leave = joined.join(signal);
-        let r: Routed<AsyncIterable<C>>;
+        let r: Routed<AsyncIterable<ChunkPart<C>>>;
         try {
           r = await joined.result;
         } catch (err) {
@@ -311,12 +312,12 @@ export class Pipeline {
         return { ...r, target: free(r.target), attempts: 0, upstreamMs: 0, result, usage: sink, served };
       }
       const status = this.status(s, prep);
-      const f = s.flights.start<Routed<AsyncIterable<C>>>(key);
+      const f = s.flights.start<Routed<AsyncIterable<ChunkPart<C>>>>(key);
       const own = new StreamTap();
       f.tap = own;
       const leave = f.join(signal);
       f.result = open(f.signal);
-      let r: Routed<AsyncIterable<C>>;
+      let r: Routed<AsyncIterable<ChunkPart<C>>>;
       try {
         r = await f.result;
       } catch (err) {
@@ -345,18 +346,19 @@ export class Pipeline {
   private async pump<C extends Chunk>(
     s: Services,
     key: string,
-    f: Flight<Routed<AsyncIterable<C>>>,
+    f: Flight<Routed<AsyncIterable<ChunkPart<C>>>>,
     tap: StreamTap,
-    r: Routed<AsyncIterable<C>>,
+    r: Routed<AsyncIterable<ChunkPart<C>>>,
     adm: Admission | undefined,
   ): Promise<void> {
     const flight = f as Flight<unknown>;
     let usage: Usage | undefined;
     const max = s.cache?.cfg.max_entry_bytes ?? 0;
     try {
-      for await (const c of r.result) {
-        if (c.usage) usage = c.usage;
-        tap.push(c);
+      for await (const part of r.result) {
+        const u = part.usage();
+        if (u) usage = u;
+        tap.push(part);
         // too big to cache: late joiners could not be served from the log either
         if (tap.bytes > max) s.flights.end(key, flight);
       }

@@ -9,7 +9,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, test } from 'node:test';
 import { DONE, type Pollable } from '../lib/pollable.ts';
-import { markFlushPoint } from '../protocol/chat/event-text.ts';
+import { ChunkPart, EventPart, type StreamPart } from '../protocol/stream-part.ts';
 import { writeSse } from './sse.ts';
 
 interface Captured {
@@ -24,7 +24,7 @@ interface Captured {
 let serving: http.ServerResponse | undefined;
 
 /** Serves one request with writeSse(src) and records the payload of every write and end. */
-async function capture(src: AsyncIterable<object>, busy?: () => boolean): Promise<Captured> {
+async function capture(src: AsyncIterable<StreamPart>, busy?: () => boolean): Promise<Captured> {
   const writes: string[] = [];
   let ended: Error | null | undefined;
   const server = http.createServer((_req, res) => {
@@ -54,23 +54,23 @@ async function capture(src: AsyncIterable<object>, busy?: () => boolean): Promis
   }
 }
 
-function chunks(n: number, flushAt: number): object[] {
-  const out = Array.from({ length: n }, (_, i) => ({ i }));
-  markFlushPoint(out[flushAt]);
+function chunks(n: number, flushAt: number): StreamPart[] {
+  const out = Array.from({ length: n }, (_, i) => ChunkPart.of({ i }));
+  (out[flushAt] as StreamPart).flush = true;
   return out;
 }
 
 /** Hands out `items` synchronously through poll(), as a stream read in one upstream read does. */
-function pollableOf(items: object[]): AsyncIterable<object> {
+function pollableOf(items: StreamPart[]): AsyncIterable<StreamPart> {
   let i = 0;
-  const it: Pollable<object> = {
-    poll: () => (i < items.length ? { done: false, value: items[i++] as object } : DONE),
-    next: async () => (i < items.length ? { done: false, value: items[i++] as object } : DONE),
+  const it: Pollable<StreamPart> = {
+    poll: () => (i < items.length ? { done: false, value: items[i++] as StreamPart } : DONE),
+    next: async () => (i < items.length ? { done: false, value: items[i++] as StreamPart } : DONE),
   };
   return { [Symbol.asyncIterator]: () => it };
 }
 
-async function* plainOf(items: object[]): AsyncGenerator<object> {
+async function* plainOf(items: StreamPart[]): AsyncGenerator<StreamPart> {
   for (const c of items) yield c;
 }
 
@@ -92,13 +92,21 @@ describe('writeSse: socket writes', () => {
   });
 
   test('without a flush point (a replayed stream) everything leaves together', async () => {
-    const c = await capture(pollableOf(Array.from({ length: 5 }, (_, i) => ({ i }))));
+    const c = await capture(pollableOf(Array.from({ length: 5 }, (_, i) => ChunkPart.of({ i }))));
     assert.equal(c.body, expected(5));
     assert.deepEqual(c.writes, [`end:${expected(5)}`]);
   });
 
+  test('each part is written as its own text: a chunk as the text it came in until changed, a forwarded event with its name', async () => {
+    const kept = ChunkPart.parsed({ a: 1 }, '{"a": 1.0}');
+    const changed = ChunkPart.parsed<{ a: number }>({ a: 1 }, '{"a": 1.0}');
+    changed.edit().a = 2;
+    const c = await capture(plainOf([kept, changed, new EventPart('response.created', '{"x":1}'), new EventPart('', 'a\nb')]));
+    assert.equal(c.body, 'data: {"a": 1.0}\n\ndata: {"a":2}\n\nevent: response.created\ndata: {"x":1}\n\ndata: a\ndata: b\n\ndata: [DONE]\n\n');
+  });
+
   test('chunks that arrive apart are written apart, none held for the next', async () => {
-    async function* paced(): AsyncGenerator<object> {
+    async function* paced(): AsyncGenerator<StreamPart> {
       const items = chunks(4, 1);
       for (const c of items) {
         await new Promise((r) => setTimeout(r, 20));
@@ -118,10 +126,10 @@ describe('writeSse: socket writes', () => {
     const items = chunks(22, 1);
     const heldAtNextPull: number[] = [];
     let i = 0;
-    const it: Pollable<object> = {
+    const it: Pollable<StreamPart> = {
       poll: () => {
         if (i === 2) heldAtNextPull.push(serving?.socket?.writableLength ?? -1);
-        return i < items.length ? { done: false, value: items[i++] as object } : DONE;
+        return i < items.length ? { done: false, value: items[i++] as StreamPart } : DONE;
       },
       next: async () => DONE,
     };
@@ -135,7 +143,7 @@ describe('writeSse: socket writes', () => {
     const heldAtNextPull: number[] = [];
     let socketWrites = 0;
     let i = 0;
-    const it: Pollable<object> = {
+    const it: Pollable<StreamPart> = {
       poll: () => {
         if (i === 2) {
           heldAtNextPull.push(serving?.socket?.writableLength ?? -1);
@@ -148,7 +156,7 @@ describe('writeSse: socket writes', () => {
             sock._write = (...a: unknown[]) => (socketWrites++, w(...a));
           }
         }
-        return i < items.length ? { done: false, value: items[i++] as object } : DONE;
+        return i < items.length ? { done: false, value: items[i++] as StreamPart } : DONE;
       },
       next: async () => DONE,
     };
@@ -163,9 +171,9 @@ describe('writeSse: socket writes', () => {
   test('a failure after the commit point: what was ready, then the error event, in the end write; no [DONE]', async () => {
     const items = chunks(4, 1);
     let i = 0;
-    const it: Pollable<object> = {
+    const it: Pollable<StreamPart> = {
       poll: () => {
-        if (i < items.length) return { done: false, value: items[i++] as object };
+        if (i < items.length) return { done: false, value: items[i++] as StreamPart };
         throw Object.assign(new Error('boom'), { status: 502 });
       },
       next: async () => {

@@ -1,10 +1,11 @@
 /**
- * The only writer of "data: " lines. Writes an async iterable of chunks to the client as Server-Sent
- * Events, straight to Node's ServerResponse, pulling no more chunks while Node's buffer for the
- * client is full (so a slow client slows the upstream read instead of growing a buffer). Chunks
- * are joined into one write per event-loop turn, which adds no wait; the chunk at the router's
- * commit point is written with what is held before it, and sent at once unless other requests are
- * in flight (see sendFirst). A failure after the commit point becomes a final `data: {"error":…}`
+ * The only writer of "data: " lines. Writes a stream of parts (protocol/stream-part.ts) to the
+ * client as Server-Sent Events, straight to Node's ServerResponse, pulling no more parts while
+ * Node's buffer for the client is full (so a slow client slows the upstream read instead of
+ * growing a buffer). A part's text comes from the part (`sseText`): a chunk's own upstream text
+ * while unchanged. Parts are joined into one write per event-loop turn, which adds no wait; the
+ * part marked `flush` (the router's commit point) is written with what is held before it, and
+ * sent at once unless other requests are in flight (see sendFirst). A failure after the commit point becomes a final `data: {"error":…}`
  * event — which the OpenAI SDKs raise as an APIError — and the stream ends without `[DONE]`, so the
  * loss is visible. A client that goes away stops the
  * pull and returns the iterator; the upstream request is aborted through the request's signal.
@@ -13,7 +14,7 @@ import type { ServerResponse } from 'node:http';
 import { clientClosed } from '../backends/upstream/errors.ts';
 import { asGatewayError, toOpenAIError, type GatewayError } from '../errors/gateway-error.ts';
 import { pollable } from '../lib/pollable.ts';
-import { isFlushPoint, jsonText } from '../protocol/chat/event-text.ts';
+import { sseText, type StreamPart } from '../protocol/stream-part.ts';
 import { WriteBatch } from '../lib/write-batch.ts';
 import { abandonIfStuck } from './direct.ts';
 
@@ -25,8 +26,9 @@ const SSE_HEADERS: Readonly<Record<string, string>> = {
   'x-accel-buffering': 'no',
 };
 
-function sseEvent(data: unknown): string {
-  return `data: ${jsonText(data)}\n\n`;
+/** The error event that ends a failed stream. */
+function errorEvent(e: GatewayError): string {
+  return `data: ${JSON.stringify(toOpenAIError(e))}\n\n`;
 }
 
 /**
@@ -36,10 +38,10 @@ function sseEvent(data: unknown): string {
  * `onFirstChunk` when the first chunk was handed to the socket. `busy`: whether other requests are
  * in flight (then the first token may wait for the rest of its upstream read, see sendFirst).
  */
-export function writeSse<T>(
+export function writeSse(
   res: ServerResponse,
   headers: Record<string, string>,
-  src: AsyncIterable<T>,
+  src: AsyncIterable<StreamPart>,
   sendTimeoutMs: number,
   onEnd: (err: GatewayError | null) => void,
   onFirstChunk?: () => void,
@@ -84,8 +86,8 @@ export function writeSse<T>(
    * same upstream read. When this is the only request in flight, the socket is uncorked now: the
    * first token does not wait for the rest of its read. When others are in flight it stays corked
    * until that tick, so what was read with the first token leaves in the same system call — and a
-   * stream read whole (a fast upstream, a short answer) in one write with its end instead of two:
-   * under load that saves ~7% of a stream's CPU, and the wait (one read's processing, tens of µs)
+   * stream read whole (a fast upstream, a short answer) in one write with its end instead of two
+   * (hot path: one system call per upstream read under load), and the wait (one read's processing)
    * is small against the queueing every request then sees. A first token that arrives alone in its
    * read (a real model's, typically) leaves at once either way.
    */
@@ -118,13 +120,13 @@ export function writeSse<T>(
           end(null);
           return;
         }
-        if (isFlushPoint(r.value)) sendFirst(batch.take() + sseEvent(r.value));
-        else batch.push(sseEvent(r.value));
+        if (r.value.flush) sendFirst(batch.take() + sseText(r.value));
+        else batch.push(sseText(r.value));
       }
     } catch (err) {
       if (gone) return;
       const e = asGatewayError(err);
-      finish(e.status !== 499 ? sseEvent(toOpenAIError(e)) : '');
+      finish(e.status !== 499 ? errorEvent(e) : '');
       end(e);
     }
   })();

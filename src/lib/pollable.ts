@@ -18,21 +18,6 @@ export function pollable<T>(it: AsyncIterator<T>): Pollable<T> | undefined {
   return typeof (it as Partial<Pollable<T>>).poll === 'function' ? (it as Pollable<T>) : undefined;
 }
 
-/**
- * A source that can be told its consumer takes PlainChunks (event-text.ts): chunks that provably
- * carry no error and no usage, kept as their text instead of parsed. The router says so when it
- * opens a stream (stream.ts): it reads the commit point and the answer's completion from the
- * chunk's own `deltaCarries()` and `finishes`. A source not told keeps handing over parsed chunks.
- */
-export interface PlainAware {
-  acceptPlain(): void;
-}
-
-export function acceptPlain(it: AsyncIterator<unknown>): void {
-  const f = (it as Partial<PlainAware>).acceptPlain;
-  if (typeof f === 'function') f.call(it);
-}
-
 export const DONE: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });
 
 /**
@@ -44,10 +29,10 @@ export function withEnd<T>(src: AsyncIterable<T>, onEnd: () => void): AsyncItera
 }
 
 /**
- * withEnd's iterable, which is its own iterator (a class: the object literals it replaced, one with
- * a computed `[Symbol.asyncIterator]` key, cost a runtime call and five closures per stream).
+ * withEnd's iterable, which is its own iterator (hot path: a class, no closure per stream and no
+ * computed `[Symbol.asyncIterator]` key).
  */
-class WithEnd<T> implements AsyncIterableIterator<T>, Pollable<T>, PlainAware {
+class WithEnd<T> implements AsyncIterableIterator<T>, Pollable<T> {
   private readonly it: AsyncIterator<T>;
   private done = false;
 
@@ -66,10 +51,6 @@ class WithEnd<T> implements AsyncIterableIterator<T>, Pollable<T>, PlainAware {
     if (this.done) return;
     this.done = true;
     this.onEnd();
-  }
-
-  acceptPlain(): void {
-    acceptPlain(this.it);
   }
 
   poll(): IteratorResult<T> | undefined {

@@ -22,6 +22,7 @@ import { deadlineExceeded, exhausted, finalize, skipReason, type AttemptRecord }
 import { orderTargets, type PolicyCandidate } from './policies.ts';
 import { backoffMs, blamesTarget, disposition } from './retry.ts';
 import { openCommitted, type StreamHooks } from './stream.ts';
+import type { PartBase } from '../protocol/stream-part.ts';
 
 export type { StreamHooks };
 export type { AttemptOutcome, Clock, Operation, ResolvedTarget, RouteRequest, Routed, RouterObserver } from './types.ts';
@@ -136,7 +137,7 @@ export class Router {
    * Opens a stream on the planned targets until one reaches its commit point, then hands the client
    * a stream of the buffered chunks and the rest as they arrive.
    */
-  runStream<T>(
+  runStream<T extends PartBase>(
     req: RouteRequest,
     open: (t: ResolvedTarget, ctx: CallContext) => Promise<AsyncIterable<T>>,
     hooks: StreamHooks<T>,

@@ -8,7 +8,7 @@ import { GatewayError } from '../errors/gateway-error.ts';
 import { ended, shapeUsage } from '../gateway/pipeline-streams.ts';
 import type { Chunk, Usage } from '../gateway/pipeline.ts';
 import { DONE, pollable, type Pollable } from '../lib/pollable.ts';
-import { isFlushPoint } from '../protocol/chat/event-text.ts';
+import { ChunkPart } from '../protocol/stream-part.ts';
 import { Attempt } from './attempt.ts';
 import type { TargetHealth } from './health-state.ts';
 import type { ResolvedTarget } from './router.ts';
@@ -19,20 +19,21 @@ interface C extends Chunk {
   content?: string;
   finish?: boolean;
 }
+type P = ChunkPart<C>;
 
 /** A source that hands its chunks out synchronously (as one upstream read does), then ends or fails. */
-function source(items: C[], end: 'done' | Error): AsyncIterable<C> & { returned: boolean } {
+function source(items: P[], end: 'done' | Error): AsyncIterable<P> & { returned: boolean } {
   let i = 0;
   const self = {
     returned: false,
-    [Symbol.asyncIterator]: (): Pollable<C> => ({
+    [Symbol.asyncIterator]: (): Pollable<P> => ({
       poll: () => {
-        if (i < items.length) return { done: false, value: items[i++] as C };
+        if (i < items.length) return { done: false, value: items[i++] as P };
         if (end === 'done') return DONE;
         throw end;
       },
       next: async () => {
-        if (i < items.length) return { done: false, value: items[i++] as C };
+        if (i < items.length) return { done: false, value: items[i++] as P };
         if (end === 'done') return DONE;
         throw end;
       },
@@ -45,8 +46,8 @@ function source(items: C[], end: 'done' | Error): AsyncIterable<C> & { returned:
   return self;
 }
 
-function chunk(n: number, extra: Partial<C> = {}): C {
-  return { n, choices: [{}], ...extra } as C;
+function chunk(n: number, extra: Partial<C> = {}): P {
+  return ChunkPart.of({ n, choices: [{}], ...extra });
 }
 
 function fakeHealth(): { health: TargetHealth; outcomes: string[] } {
@@ -58,11 +59,11 @@ function fakeHealth(): { health: TargetHealth; outcomes: string[] } {
   return { health, outcomes };
 }
 
-async function open(src: AsyncIterable<C>) {
+async function open(src: AsyncIterable<P>) {
   const { health, outcomes } = fakeHealth();
   const client = new AbortController();
   const attempt = new Attempt(client.signal);
-  const stream = await openCommitted<C>({
+  const stream = await openCommitted<P>({
     attempt,
     clientSignal: client.signal,
     target: { backend: 'b' } as ResolvedTarget,
@@ -71,28 +72,28 @@ async function open(src: AsyncIterable<C>) {
     firstTokenTimeoutMs: 10_000,
     idleTimeoutMs: 10_000,
     open: async () => src,
-    hooks: { commits: (c) => c.content !== undefined, completes: (c) => c.finish === true },
+    hooks: { commits: (p) => p.chunk.content !== undefined, completes: (p) => p.chunk.finish === true },
     classify: (err) => (err instanceof GatewayError ? err : new GatewayError('upstream_error', 'classified', { wireCode: 'x' })),
   });
   return { stream, outcomes, attempt };
 }
 
 /** Reads everything by poll() where it answers, next() where it does not. */
-async function drain(it: AsyncIterator<C>, usePoll: boolean): Promise<{ got: number[]; error?: unknown }> {
+async function drain(it: AsyncIterator<P>, usePoll: boolean): Promise<{ got: number[]; error?: unknown }> {
   const got: number[] = [];
   const p = usePoll ? pollable(it) : undefined;
   try {
     for (;;) {
       const r = p?.poll() ?? (await it.next());
       if (r.done) return { got };
-      got.push(r.value.n);
+      got.push(r.value.chunk.n);
     }
   } catch (error) {
     return { got, error };
   }
 }
 
-const complete = (): C[] => [chunk(0), chunk(1, { content: 'a' }), chunk(2, { content: 'b' }), chunk(3, { finish: true })];
+const complete = (): P[] => [chunk(0), chunk(1, { content: 'a' }), chunk(2, { content: 'b' }), chunk(3, { finish: true })];
 
 describe('committed stream: poll() and next() agree', () => {
   for (const usePoll of [true, false]) {
@@ -107,8 +108,8 @@ describe('committed stream: poll() and next() agree', () => {
       assert.deepEqual(r.got, [0, 1, 2, 3]);
       assert.equal(r.error, undefined);
       assert.deepEqual(outcomes, ['success', 'stats:success']);
-      assert.equal(isFlushPoint(items[1]), true);
-      assert.equal(isFlushPoint(items[0]), false);
+      assert.equal(items[1]?.flush, true);
+      assert.equal(items[0]?.flush, false);
       assert.deepEqual(await it.next(), DONE, 'ended for good');
     });
 
@@ -145,23 +146,23 @@ describe('committed stream: poll() and next() agree', () => {
   });
 
   test('a source without poll(): the committed stream answers poll() with undefined once its buffer is used', async () => {
-    async function* plain(): AsyncGenerator<C> {
+    async function* plain(): AsyncGenerator<P> {
       yield* complete();
     }
     const { stream } = await open(plain());
     const p = pollable(stream[Symbol.asyncIterator]());
     assert.ok(p);
-    assert.equal(p.poll()?.value?.n, 0);
-    assert.equal(p.poll()?.value?.n, 1);
+    assert.equal(p.poll()?.value?.chunk.n, 0);
+    assert.equal(p.poll()?.value?.chunk.n, 1);
     assert.equal(p.poll(), undefined);
-    assert.equal((await p.next()).value?.n, 2);
+    assert.equal((await p.next()).value?.chunk.n, 2);
   });
 });
 
 describe('usage shaping and the end hook keep poll()', () => {
   test('shapeUsage drops the usage chunk and records usage; ended fires once; same through poll() and next()', async () => {
     for (const usePoll of [true, false]) {
-      const items = [chunk(0, { content: 'a' }), chunk(1, { finish: true }), { n: 2, choices: [], usage: { prompt_tokens: 3, completion_tokens: 4, total_tokens: 7 } } as C];
+      const items = [chunk(0, { content: 'a' }), chunk(1, { finish: true }), ChunkPart.of<C>({ n: 2, choices: [], usage: { prompt_tokens: 3, completion_tokens: 4, total_tokens: 7 } })];
       const sink: { value: Usage | undefined } = { value: undefined };
       let ends = 0;
       const s = ended(shapeUsage(source(items, 'done'), false, sink), new AbortController().signal, () => ends++);

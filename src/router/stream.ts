@@ -1,39 +1,33 @@
 /**
  * Streams and the commit point. `openCommitted` opens an upstream stream and reads until the first
- * chunk that carries content (buffering the empty role chunk before it). Anything that goes wrong
- * until then throws, so the router can fail over with nothing sent. After it, the returned
- * iterable yields the buffered chunks and then the rest as they arrive, with an idle timeout
- * between chunks; a failure there is thrown from the iterator (the SSE writer turns it into an
- * error event), and a stream that ends without a chunk proving completion is reported truncated.
- * The target's breaker and latency stats learn the outcome when the stream ends.
+ * part that carries content (buffering the empty role chunk before it), and marks that part
+ * `flush` for the writer. Anything that goes wrong until then throws, so the router can fail over
+ * with nothing sent. After it, the returned iterable yields the buffered parts and then the rest
+ * as they arrive, with an idle timeout between parts; a failure there is thrown from the iterator
+ * (the SSE writer turns it into an error event), and a stream that ends without a part proving
+ * completion is reported truncated. The target's breaker and latency stats learn the outcome when
+ * the stream ends. What a part says is the hooks' business (gateway/operations.ts).
  */
 import type { AbortLike } from '../lib/abort.ts';
 import { GatewayError } from '../errors/gateway-error.ts';
-import { acceptPlain, DONE, pollable, type Pollable } from '../lib/pollable.ts';
-import { markFlushPoint, PlainChunk } from '../protocol/chat/event-text.ts';
+import { DONE, pollable, type Pollable } from '../lib/pollable.ts';
+import type { PartBase } from '../protocol/stream-part.ts';
 import type { Attempt } from './attempt.ts';
 import type { TargetHealth } from './health-state.ts';
 import type { Clock, ResolvedTarget } from './types.ts';
 
-export interface StreamHooks<T> {
-  /**
-   * true once a chunk carries something the client must not lose (content, tool call, finish,
-   * usage). Also called with PlainChunks (the router takes them from a source that offers them).
-   */
-  commits(chunk: T): boolean;
-  /** true for a chunk that proves the answer completed (a finish_reason); never called with a PlainChunk. */
-  completes(chunk: T): boolean;
-}
-
-/** A plain chunk says itself whether it completes the answer (event-text.ts). */
-function completes<T>(hooks: StreamHooks<T>, chunk: T): boolean {
-  return chunk instanceof PlainChunk ? chunk.finishes : hooks.completes(chunk);
+/** What the router asks of a stream's parts (protocol/stream-part.ts); it knows nothing else of them. */
+export interface StreamHooks<P> {
+  /** true once a part carries something the client must not lose (content, tool call, finish, usage) */
+  commits(part: P): boolean;
+  /** true for a part that proves the answer completed (a finish_reason) */
+  completes(part: P): boolean;
 }
 
 /** Most chunks buffered while waiting for the commit point. */
 const MAX_PRECOMMIT_CHUNKS = 32;
 
-export interface OpenCommittedArgs<T> {
+export interface OpenCommittedArgs<T extends PartBase> {
   attempt: Attempt;
   clientSignal: AbortLike;
   target: ResolvedTarget;
@@ -56,7 +50,7 @@ function endedByAbort(a: Attempt, classify: (err: unknown) => GatewayError): Gat
   return undefined;
 }
 
-export async function openCommitted<T>(args: OpenCommittedArgs<T>): Promise<AsyncIterable<T>> {
+export async function openCommitted<T extends PartBase>(args: OpenCommittedArgs<T>): Promise<AsyncIterable<T>> {
   const { attempt: a, target: t, hooks, clock } = args;
   const started = clock.now();
   a.arm(args.firstTokenTimeoutMs, 'send its first token');
@@ -64,8 +58,6 @@ export async function openCommitted<T>(args: OpenCommittedArgs<T>): Promise<Asyn
   try {
     const stream = await args.open();
     it = stream[Symbol.asyncIterator]();
-    // the events that are plain tokens need not be parsed, before the commit point as after it
-    acceptPlain(it);
     // a chunk already read is taken without a promise (lib/pollable.ts): the first token sooner
     const ready = pollable(it);
     const buffered: T[] = [];
@@ -75,16 +67,16 @@ export async function openCommitted<T>(args: OpenCommittedArgs<T>): Promise<Asyn
       if (r.done) {
         const aborted = endedByAbort(a, args.classify);
         if (aborted) throw aborted;
-        if (!buffered.some((c) => completes(hooks, c))) throw truncated(t.backend);
+        if (!buffered.some((c) => hooks.completes(c))) throw truncated(t.backend);
         completed = true;
         break;
       }
       buffered.push(r.value);
-      if (completes(hooks, r.value)) completed = true;
+      if (hooks.completes(r.value)) completed = true;
       if (hooks.commits(r.value) || buffered.length >= MAX_PRECOMMIT_CHUNKS) break;
     }
-    // the client's first write: the buffered chunks up to this one leave together
-    markFlushPoint(buffered[buffered.length - 1]);
+    // the client's first write: the buffered parts up to this one leave together
+    (buffered[buffered.length - 1] as T).flush = true;
     const ttft = clock.now() - started;
     a.arm(args.idleTimeoutMs, 'send the next chunk within the stream idle timeout');
     return new Committed(args, it, buffered, completed, started, ttft);
@@ -99,7 +91,7 @@ export async function openCommitted<T>(args: OpenCommittedArgs<T>): Promise<Asyn
  * idle timeout re-armed on each. The target's breaker and stats learn the outcome exactly once —
  * on a clean end, a failure, or the consumer returning early (neutral: the client went away).
  */
-class Committed<T> implements AsyncIterableIterator<T>, Pollable<T> {
+class Committed<T extends PartBase> implements AsyncIterableIterator<T>, Pollable<T> {
   private next_ = 0;
   private settled = false;
 
@@ -173,7 +165,7 @@ class Committed<T> implements AsyncIterableIterator<T>, Pollable<T> {
       return DONE;
     }
     this.args.attempt.refresh();
-    if (!this.completed && completes(this.args.hooks, r.value)) this.completed = true;
+    if (!this.completed && this.args.hooks.completes(r.value)) this.completed = true;
     return r;
   }
 

@@ -17,6 +17,7 @@ import { Agent, fetch as undiciFetch } from 'undici';
 import { DEFAULT_ANTHROPIC_VERSION, type AnthropicBackendConfig } from '../../config/schema.ts';
 import { GatewayError } from '../../errors/gateway-error.ts';
 import type { ChatCompletion, ChatCompletionChunk, ChatRequest } from '../../protocol/chat/schema.ts';
+import { ChunkPart } from '../../protocol/stream-part.ts';
 import type { Logger } from '../../telemetry/logger.ts';
 import { anthropicMessageSchema, streamError, toChatCompletion } from './response.ts';
 import { toChatChunks } from './stream.ts';
@@ -104,7 +105,7 @@ export class AnthropicBackend implements BaseLLM {
     return toChatCompletion(parsed.data, Math.floor(Date.now() / 1000));
   }
 
-  async chatStream(req: ChatRequest, ctx: CallContext): Promise<AsyncIterable<ChatCompletionChunk>> {
+  async chatStream(req: ChatRequest, ctx: CallContext): Promise<AsyncIterable<ChunkPart<ChatCompletionChunk>>> {
     const params = { ...this.translate(req, ctx), stream: true } as unknown as MessageCreateParamsStreaming;
     const events = await this.call(async () => (await this.client()).messages.create(params, this.opts(ctx)));
     const chunks = toChatChunks(events, { backend: this.id, secrets: this.secrets, includeUsage: req.stream_options?.include_usage === true });
@@ -144,9 +145,10 @@ export class AnthropicBackend implements BaseLLM {
     return { signal: ctx.signal, headers: { 'x-request-id': ctx.requestId } };
   }
 
-  private async *mapStream<T>(stream: AsyncIterable<T>): AsyncGenerator<T> {
+  /** The translated chunks as parts (built here: printed when written), SDK errors mapped. */
+  private async *mapStream<C extends object>(stream: AsyncIterable<C>): AsyncGenerator<ChunkPart<C>> {
     try {
-      for await (const chunk of stream) yield chunk;
+      for await (const chunk of stream) yield ChunkPart.of(chunk);
     } catch (err) {
       throw this.mapError(err);
     }

@@ -10,6 +10,7 @@ import type { ChatCompletion, ChatCompletionChunk, ChatMessage, ChatRequest } fr
 import type { Completion, CompletionRequest } from '../../protocol/completions/schema.ts';
 import type { EmbeddingRequest, EmbeddingResponse } from '../../protocol/embeddings/schema.ts';
 import { invalidRequest } from '../../errors/gateway-error.ts';
+import { ChunkPart } from '../../protocol/stream-part.ts';
 import type { BackendHealth, BaseLLM, CallContext, Capabilities } from '../contract.ts';
 
 const words = (s: string): number => (s.trim() === '' ? 0 : s.trim().split(/\s+/).length);
@@ -76,7 +77,7 @@ export class FakeBackend implements BaseLLM {
     };
   }
 
-  async chatStream(req: ChatRequest, ctx: CallContext): Promise<AsyncIterable<ChatCompletionChunk>> {
+  async chatStream(req: ChatRequest, ctx: CallContext): Promise<AsyncIterable<ChunkPart<ChatCompletionChunk>>> {
     ctx.signal.throwIfAborted();
     const { text: full, promptTokens } = this.reply(req);
     const { text, finish } = this.limit(full, req.max_completion_tokens ?? req.max_tokens);
@@ -86,17 +87,18 @@ export class FakeBackend implements BaseLLM {
     const delay = this.cfg.chunk_delay_ms;
     const base = { id, object: 'chat.completion.chunk' as const, created, model: req.model };
     const usageField = includeUsage ? { usage: null } : {};
-    async function* gen(): AsyncGenerator<ChatCompletionChunk> {
-      yield { ...base, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }], ...usageField };
+    const part = (c: ChatCompletionChunk): ChunkPart<ChatCompletionChunk> => ChunkPart.of(c);
+    async function* gen(): AsyncGenerator<ChunkPart<ChatCompletionChunk>> {
+      yield part({ ...base, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }], ...usageField });
       for (const p of pieces(text)) {
         if (delay > 0) await sleep(delay, undefined, { signal: ctx.signal });
         ctx.signal.throwIfAborted();
-        yield { ...base, choices: [{ index: 0, delta: { content: p }, logprobs: null, finish_reason: null }], ...usageField };
+        yield part({ ...base, choices: [{ index: 0, delta: { content: p }, logprobs: null, finish_reason: null }], ...usageField });
       }
-      yield { ...base, choices: [{ index: 0, delta: {}, logprobs: null, finish_reason: finish }], ...usageField };
+      yield part({ ...base, choices: [{ index: 0, delta: {}, logprobs: null, finish_reason: finish }], ...usageField });
       if (includeUsage) {
         const ct = words(text);
-        yield { ...base, choices: [], usage: { prompt_tokens: promptTokens, completion_tokens: ct, total_tokens: promptTokens + ct } };
+        yield part({ ...base, choices: [], usage: { prompt_tokens: promptTokens, completion_tokens: ct, total_tokens: promptTokens + ct } });
       }
     }
     return gen();
@@ -118,25 +120,25 @@ export class FakeBackend implements BaseLLM {
     };
   }
 
-  async completeStream(req: CompletionRequest, ctx: CallContext): Promise<AsyncIterable<Completion>> {
+  async completeStream(req: CompletionRequest, ctx: CallContext): Promise<AsyncIterable<ChunkPart<Completion>>> {
     const whole = await this.complete(req, ctx);
     const choice = whole.choices[0];
     const includeUsage = req.stream_options?.include_usage === true;
     const delay = this.cfg.chunk_delay_ms;
-    async function* gen(): AsyncGenerator<Completion> {
+    async function* gen(): AsyncGenerator<ChunkPart<Completion>> {
       const ps = pieces(choice?.text ?? '');
       for (let i = 0; i < ps.length; i++) {
         if (delay > 0) await sleep(delay, undefined, { signal: ctx.signal });
         const last = i === ps.length - 1;
-        yield {
+        yield ChunkPart.of<Completion>({
           id: whole.id,
           object: 'text_completion',
           created: whole.created,
           model: whole.model,
           choices: [{ index: 0, text: ps[i] ?? '', logprobs: null, finish_reason: last ? (choice?.finish_reason ?? 'stop') : (null as unknown as 'stop') }],
-        };
+        });
       }
-      if (includeUsage && whole.usage) yield { id: whole.id, object: 'text_completion', created: whole.created, model: whole.model, choices: [], usage: whole.usage };
+      if (includeUsage && whole.usage) yield ChunkPart.of<Completion>({ id: whole.id, object: 'text_completion', created: whole.created, model: whole.model, choices: [], usage: whole.usage });
     }
     return gen();
   }

@@ -23,6 +23,7 @@ import { GatewayError } from '../../errors/gateway-error.ts';
 import type { ChatCompletion, ChatCompletionChunk, ChatRequest } from '../../protocol/chat/schema.ts';
 import type { Completion, CompletionRequest } from '../../protocol/completions/schema.ts';
 import type { EmbeddingAnswer, EmbeddingRequest, EmbeddingResponse } from '../../protocol/embeddings/schema.ts';
+import type { ChunkPart } from '../../protocol/stream-part.ts';
 import type { Logger } from '../../telemetry/logger.ts';
 import type { BackendHealth, BaseLLM, CallContext, Capabilities, Capacity } from '../contract.ts';
 import { fromLlamaStatus, llamaStreamError, poolingNone, type LlamaErrorBody } from './errors.ts';
@@ -142,7 +143,7 @@ export class LlamaCppBackend implements BaseLLM {
     return this.tracked(() => this.client.chat(req, ctx));
   }
 
-  chatStream(req: ChatRequest, ctx: CallContext): Promise<AsyncIterable<ChatCompletionChunk>> {
+  chatStream(req: ChatRequest, ctx: CallContext): Promise<AsyncIterable<ChunkPart<ChatCompletionChunk>>> {
     return this.trackedStream(() => this.client.chatStream(req, ctx));
   }
 
@@ -150,7 +151,7 @@ export class LlamaCppBackend implements BaseLLM {
     return this.tracked(() => this.client.complete(req, ctx));
   }
 
-  completeStream(req: CompletionRequest, ctx: CallContext): Promise<AsyncIterable<Completion>> {
+  completeStream(req: CompletionRequest, ctx: CallContext): Promise<AsyncIterable<ChunkPart<Completion>>> {
     return this.trackedStream(() => this.client.completeStream(req, ctx));
   }
 

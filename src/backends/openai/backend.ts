@@ -11,6 +11,7 @@ import type { OpenAIBackendConfig } from '../../config/schema.ts';
 import type { GatewayError } from '../../errors/gateway-error.ts';
 import type { ChatCompletion, ChatCompletionChunk, ChatRequest } from '../../protocol/chat/schema.ts';
 import type { Completion, CompletionRequest } from '../../protocol/completions/schema.ts';
+import type { ChunkPart } from '../../protocol/stream-part.ts';
 import { inputCount, type Embedding, type EmbeddingAnswer, type EmbeddingRequest, type EmbeddingResponse } from '../../protocol/embeddings/schema.ts';
 import type { BackendHealth, BaseLLM, CallContext, Capabilities } from '../contract.ts';
 import { sniffEmbeddings } from './embeddings-passthrough.ts';
@@ -70,8 +71,8 @@ export class OpenAICompatibleBackend implements BaseLLM {
     return res as ChatCompletion;
   }
 
-  chatStream(req: ChatRequest, ctx: CallContext): Promise<AsyncIterable<ChatCompletionChunk>> {
-    return this.http.postStream('/chat/completions', req.stream === true ? req : { ...req, stream: true }, opts(ctx)) as Promise<AsyncIterable<ChatCompletionChunk>>;
+  chatStream(req: ChatRequest, ctx: CallContext): Promise<AsyncIterable<ChunkPart<ChatCompletionChunk>>> {
+    return this.http.postStream<ChatCompletionChunk>('/chat/completions', req.stream === true ? req : { ...req, stream: true }, opts(ctx));
   }
 
   async complete(req: CompletionRequest, ctx: CallContext): Promise<Completion> {
@@ -80,8 +81,8 @@ export class OpenAICompatibleBackend implements BaseLLM {
     return res as Completion;
   }
 
-  completeStream(req: CompletionRequest, ctx: CallContext): Promise<AsyncIterable<Completion>> {
-    return this.http.postStream('/completions', req.stream === true ? req : { ...req, stream: true }, opts(ctx)) as Promise<AsyncIterable<Completion>>;
+  completeStream(req: CompletionRequest, ctx: CallContext): Promise<AsyncIterable<ChunkPart<Completion>>> {
+    return this.http.postStream<Completion>('/completions', req.stream === true ? req : { ...req, stream: true }, opts(ctx));
   }
 
   async embed(req: EmbeddingRequest, ctx: CallContext): Promise<EmbeddingAnswer> {

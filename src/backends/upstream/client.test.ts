@@ -516,7 +516,7 @@ describe('OpenAIHttpClient: SSE', () => {
     assert.ok(!finished, 'the upstream could not finish while nobody read');
     assert.ok(written < 30 * 1024 * 1024, `${(written / 2 ** 20).toFixed(1)} MiB written while the consumer paused`);
     let next = 1;
-    for await (const v of it) assert.equal((v as { n: number }).n, next++);
+    for await (const v of it) assert.equal((v.chunk as { n: number }).n, next++);
     assert.equal(next, EVENTS);
     assert.ok(finished);
     await agent.close();

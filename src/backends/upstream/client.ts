@@ -8,8 +8,8 @@
  * is in backends/upstream/status.ts.
  *
  * - `postJson` → the parsed JSON body of a 2xx answer; `postForBytes` → its bytes; `postStream` →
- *   once the upstream answered 2xx, an async iterator of the parsed `data:` payloads of its event
- *   stream.
+ *   once the upstream answered 2xx, an async iterator of the `data:` payloads of its event stream
+ *   as chunk parts (protocol/stream-part.ts).
  * - Request bodies are serialised once. Headers: the backend's static ones (authorization,
  *   organization, project, configured extras) plus the call's (`x-request-id`) and `accept`.
  * - Every failure is a GatewayError, except aborts: when the call's signal fired, its reason is
@@ -27,6 +27,7 @@ import { JsonCall, type UpstreamCall } from './call.ts';
 import { StreamCall } from './stream-call.ts';
 import { upstreamMalformed } from './errors.ts';
 import type { CallOptions, OpenAIHttpOptions } from './types.ts';
+import type { ChunkPart } from '../../protocol/stream-part.ts';
 
 export class OpenAIHttpClient {
   private readonly origin: string;
@@ -65,12 +66,13 @@ export class OpenAIHttpClient {
 
   /**
    * POST a JSON body asking for an event stream. Resolves once the upstream answered 2xx; the
-   * iterator yields each `data:` payload parsed, ends at `data: [DONE]` (or at the end of the body),
-   * and aborts the read (closing its connection) when abandoned early (`return()`).
+   * iterator yields each `data:` payload as a chunk part (its `C`, as the caller vouches), ends at
+   * `data: [DONE]` (or at the end of the body), and aborts the read (closing its connection) when
+   * abandoned early (`return()`).
    */
-  async postStream(path: string, body: unknown, opts: CallOptions): Promise<AsyncIterableIterator<unknown>> {
+  async postStream<C extends object = object>(path: string, body: unknown, opts: CallOptions): Promise<AsyncIterableIterator<ChunkPart<C>>> {
     const headers = this.headersFor('text/event-stream', opts);
-    return new Promise((resolve, reject) => this.dispatch('POST', path, headers, JSON.stringify(body), new StreamCall(this.o, opts.signal, resolve, reject)));
+    return new Promise((resolve, reject) => this.dispatch('POST', path, headers, JSON.stringify(body), new StreamCall<C>(this.o, opts.signal, resolve, reject)));
   }
 
   /** A JSON call: the bytes of its 2xx answer, within `maxResponseBytes` (JsonCall). */

@@ -1,13 +1,13 @@
 /**
- * Reading an upstream's event stream: the parsed `data:` payloads one `next()` at a time, with the
+ * Reading an upstream's event stream: the `data:` payloads as stream parts one `next()` at a time, with the
  * size cap, `[DONE]`, mid-stream errors, aborts and dropped connections, and a body that is always
  * either read to its end or aborted. Also the small error helpers the JSON path shares.
  */
 import { StringDecoder } from 'node:string_decoder';
 import { createParser, type EventSourceParser, type ParseError } from 'eventsource-parser';
 import { GatewayError } from '../../errors/gateway-error.ts';
-import { DONE, type PlainAware, type Pollable } from '../../lib/pollable.ts';
-import { keepText, PlainChunk, PlainHead } from '../../protocol/chat/event-text.ts';
+import { DONE, type Pollable } from '../../lib/pollable.ts';
+import { ChunkPart, PlainHead } from '../../protocol/stream-part.ts';
 import type { CallSignal, OpenAIHttpOptions } from './types.ts';
 import { redact, upstreamMalformed } from './errors.ts';
 
@@ -28,13 +28,16 @@ export interface ReadControl {
 }
 
 /**
- * The parsed `data:` payloads of an event stream, one `next()` at a time. It is fed by the undici
+ * The `data:` payloads of an event stream as chunk parts, one `next()` at a time: a payload in the
+ * plain grammar as its text (not parsed), any other parsed and checked (JSON, an object, not an
+ * error event), both keeping the text for the writer. The caller vouches that the payloads are
+ * `C`s (the upstream's protocol). It is fed by the undici
  * dispatch handler of the call (StreamCall, backends/upstream/stream-call.ts) as the bytes arrive — no Readable, no
  * async iterator and no promise per read in between — and learns the end of the body in the same
  * turn as its last bytes, so a consumer sees the end without waiting for another tick. Payloads
- * are parsed when taken; the read pauses while more than HIGH_WATER_BYTES wait to be taken.
+ * are checked when taken; the read pauses while more than HIGH_WATER_BYTES wait to be taken.
  */
-export class SseIterator implements AsyncIterableIterator<unknown>, Pollable<unknown>, PlainAware {
+export class SseIterator<C extends object = object> implements AsyncIterableIterator<ChunkPart<C>>, Pollable<ChunkPart<C>> {
   private readonly decoder = new StringDecoder('utf8');
   private readonly parser: EventSourceParser;
   /** `data:` payloads read but not yet taken */
@@ -51,9 +54,7 @@ export class SseIterator implements AsyncIterableIterator<unknown>, Pollable<unk
   private paused = false;
   private waitingBytes = 0;
   private wake: (() => void) | undefined = undefined;
-  /** the consumer takes plain chunks as their text (PlainChunk) */
-  private plain = false;
-  /** the head this stream's chunks share, once checked (PlainChunk.of) */
+  /** the head this stream's chunks share, once checked (ChunkPart.plain) */
   private readonly plainHead = new PlainHead();
   private readonly stopListening: () => void;
 
@@ -85,7 +86,7 @@ export class SseIterator implements AsyncIterableIterator<unknown>, Pollable<unk
     this.stopListening = onAbort(signal, () => this.abortRead(abortReason(signal)));
   }
 
-  [Symbol.asyncIterator](): AsyncIterableIterator<unknown> {
+  [Symbol.asyncIterator](): this {
     return this;
   }
 
@@ -133,7 +134,7 @@ export class SseIterator implements AsyncIterableIterator<unknown>, Pollable<unk
   // ---- taken by the consumer ----
 
   /** The next payload when one is read already, the failure or the end; undefined when a read is needed. */
-  poll(): IteratorResult<unknown> | undefined {
+  poll(): IteratorResult<ChunkPart<C>> | undefined {
     for (;;) {
       while (this.head < this.ready.length) {
         const data = this.ready[this.head++] as string;
@@ -157,7 +158,7 @@ export class SseIterator implements AsyncIterableIterator<unknown>, Pollable<unk
     }
   }
 
-  async next(): Promise<IteratorResult<unknown>> {
+  async next(): Promise<IteratorResult<ChunkPart<C>>> {
     for (;;) {
       const ready = this.poll();
       if (ready !== undefined) return ready;
@@ -167,11 +168,7 @@ export class SseIterator implements AsyncIterableIterator<unknown>, Pollable<unk
     }
   }
 
-  acceptPlain(): void {
-    this.plain = true;
-  }
-
-  async return(): Promise<IteratorResult<unknown>> {
+  async return(): Promise<IteratorResult<ChunkPart<C>>> {
     this.close();
     return { done: true, value: undefined };
   }
@@ -204,14 +201,13 @@ export class SseIterator implements AsyncIterableIterator<unknown>, Pollable<unk
   }
 
   /**
-   * An event's payload → the chunk; undefined when it was not one (the failure it raised is thrown
-   * by next(), and the events read after it are dropped).
+   * An event's payload → its part; undefined when it was not a chunk (the failure it raised is
+   * thrown by next(), and the events read after it are dropped).
    */
-  private parse(data: string): object | undefined {
-    if (this.plain) {
-      const plain = PlainChunk.of(data, this.plainHead);
-      if (plain) return plain;
-    }
+  private parse(data: string): ChunkPart<C> | undefined {
+    // hot path: a plain payload (an ordinary token) is not parsed
+    const plain = ChunkPart.plain<C>(data, this.plainHead);
+    if (plain) return plain;
     let value: unknown;
     try {
       value = JSON.parse(data);
@@ -228,7 +224,7 @@ export class SseIterator implements AsyncIterableIterator<unknown>, Pollable<unk
       this.failNow((this.o.streamError ?? ((e: unknown) => streamErrorEvent(this.o.backend, e, this.o.secrets)))(error));
       return undefined;
     }
-    return keepText(value, data);
+    return ChunkPart.parsed(value as C, data);
   }
 
   /** A failure found in an event being taken: it comes before anything read after that event. */

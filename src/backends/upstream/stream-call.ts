@@ -12,17 +12,17 @@ import { SseIterator } from './sse-reader.ts';
  * A 2xx head resolves the call with the SseIterator it then feeds (which listens to the call's
  * abort from then on); everything before it is UpstreamCall's.
  */
-export class StreamCall extends UpstreamCall {
-  private iterator!: SseIterator;
+export class StreamCall<C extends object> extends UpstreamCall {
+  private iterator!: SseIterator<C>;
 
-  constructor(o: OpenAIHttpOptions, signal: CallSignal, private readonly resolve: (it: SseIterator) => void, reject: (err: unknown) => void) {
+  constructor(o: OpenAIHttpOptions, signal: CallSignal, private readonly resolve: (it: SseIterator<C>) => void, reject: (err: unknown) => void) {
     super(o, signal, reject);
   }
 
   protected begin(controller: Dispatcher.DispatchController): undefined {
     this.stopListening();
     this.settled = true;
-    this.iterator = new SseIterator(controller, this.signal, this.o);
+    this.iterator = new SseIterator<C>(controller, this.signal, this.o);
     this.resolve(this.iterator);
     return undefined;
   }

@@ -7,6 +7,7 @@ import type { z } from 'zod';
 import type { Deps } from '../deps.ts';
 import type { RequestInfo, StreamResult } from '../../gateway/operations.ts';
 import { parseRequest } from '../../protocol/validate.ts';
+import type { StreamPart } from '../../protocol/stream-part.ts';
 import type { Routed } from '../../router/router.ts';
 import { costUsd } from '../../telemetry/cost.ts';
 import type { TokenUsage } from '../../telemetry/cost.ts';
@@ -16,13 +17,13 @@ import type { Exchange } from '../exchange.ts';
 import { markRouted, markUsage, requestInfo } from '../respond.ts';
 import { writeSse } from '../sse.ts';
 
-export interface Generation<Req, Full, Chunk> {
+export interface Generation<Req, Full, Chunk extends StreamPart> {
   schema: z.ZodType<Req>;
   once(deps: Deps, req: Req, info: RequestInfo): Promise<Routed<Full>>;
   stream(deps: Deps, req: Req, info: RequestInfo): Promise<StreamResult<Chunk>>;
 }
 
-export function generationHandler<Req extends { model: string; stream?: boolean | null | undefined }, Full extends { usage?: TokenUsage | null | undefined }, Chunk>(
+export function generationHandler<Req extends { model: string; stream?: boolean | null | undefined }, Full extends { usage?: TokenUsage | null | undefined }, Chunk extends StreamPart>(
   deps: Deps,
   g: Generation<Req, Full, Chunk>,
 ) {

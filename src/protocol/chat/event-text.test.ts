@@ -1,38 +1,60 @@
 /**
- * Chunk texts kept for forwarding: what is forwarded is always the JSON of the chunk as it is now
- * (checked by parsing it back), whether the kept text could be edited or had to be dropped.
+ * Chunk parts and their texts: what is forwarded is always the JSON of the chunk as it is now
+ * (checked by parsing it back), whether the saved text could be edited or had to be dropped; and
+ * the plain grammar, which decides which texts need no parse at all.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import fc from 'fast-check';
-import { detached, droppedUsageNull, jsonText, keepText, PLAIN_GRAMMAR, PlainChunk, PlainHead } from './event-text.ts';
+import { ChunkPart } from '../stream-part.ts';
+import { detached, PLAIN_GRAMMAR, PlainHead } from './event-text.ts';
 
-function parsed(text: string): Record<string, unknown> {
-  return keepText(JSON.parse(text) as Record<string, unknown>, text);
+type Part = ChunkPart<Record<string, unknown>>;
+
+function parsed(text: string): Part {
+  return ChunkPart.parsed(JSON.parse(text) as Record<string, unknown>, text);
+}
+
+/** `text` as a plain part with a fresh head, or undefined. */
+function plainOf(text: string, head = new PlainHead()): Part | undefined {
+  return ChunkPart.plain<Record<string, unknown>>(text, head);
 }
 
 /** Removes usage the way pipeline-streams does, and returns what would be forwarded. */
 function withoutUsage(text: string): string {
-  const chunk = parsed(text);
-  delete chunk.usage;
-  droppedUsageNull(chunk);
-  const out = jsonText(chunk);
-  assert.deepEqual(JSON.parse(out), chunk, `forwarded ${out}`);
+  const part = parsed(text);
+  part.dropUsage();
+  const out = part.json();
+  assert.deepEqual(JSON.parse(out), part.chunk, `forwarded ${out}`);
+  assert.equal('usage' in part.chunk, false);
   return out;
 }
 
-describe('event texts', () => {
+describe('chunk parts: the forwarded text', () => {
   test('an unchanged chunk is forwarded as the text it came in (spacing and number spelling kept)', () => {
     const text = '{"id":"c","choices":[{"index":0,"delta":{"content":"hi"}}],"x":1.0, "y": 1E2}';
-    assert.equal(jsonText(parsed(text)), text);
+    assert.equal(parsed(text).json(), text);
   });
 
-  test('objects without a text, and texts with line breaks, are printed', () => {
-    assert.equal(jsonText({ a: 1 }), '{"a":1}');
+  test('chunks built here, and texts with line breaks, are printed', () => {
+    assert.equal(ChunkPart.of({ a: 1 }).json(), '{"a":1}');
     const multi = '{"a":\n1}';
-    assert.equal(jsonText(parsed(multi)), '{"a":1}');
+    assert.equal(parsed(multi).json(), '{"a":1}');
+  });
+
+  test('a chunk changed through edit() is printed as it is now; the text is the part\'s own', () => {
+    const text = '{"a": 1}';
+    const kept = parsed(text);
+    const changed = parsed(text);
+    changed.edit().a = 2;
+    assert.equal(changed.json(), '{"a":2}');
+    assert.equal(kept.json(), text);
+    const plain = plainOf('{"id":"c","choices":[]}') as Part;
+    plain.edit().id = 'd';
+    assert.equal(plain.plain, false, 'an edited part is no longer plain');
+    assert.equal(plain.json(), '{"id":"d","choices":[]}');
   });
 
   test('"usage":null is cut out in every position', () => {
@@ -51,17 +73,21 @@ describe('event texts', () => {
     assert.equal(withoutUsage('{"meta":{"usage":null},"usage" :null}'), '{"meta":{"usage":null}}');
   });
 
-  test('texts are found by identity only; a chunk asked for after many newer ones is printed again, correctly', () => {
-    const text = '{"a": 1}';
-    const kept = parsed(text);
-    const twin = JSON.parse(text) as Record<string, unknown>;
-    assert.equal(jsonText(twin), '{"a":1}', 'an equal object without a text is printed');
-    assert.equal(jsonText(kept), text);
-    for (let i = 0; i < 2000; i++) keepText({ i }, `{"i": ${i}}`);
-    assert.equal(jsonText(kept), '{"a":1}', 'pushed out of the ring: printed, still the same JSON');
+  test('"usage":null is added last to a chunk without it, the text kept where it is plainly one object', () => {
+    for (const [text, want] of [
+      ['{"id":"c","choices":[]}', '{"id":"c","choices":[],"usage":null}'],
+      ['{"id":"c", "choices":[]} ', '{"id":"c", "choices":[],"usage":null}'],
+      ['{ }', '{"usage":null}'],
+      ['{"id":"c","usage":{"total_tokens":1}}', '{"id":"c","usage":{"total_tokens":1}}'],
+    ] as const) {
+      const p = parsed(text);
+      p.addUsageNull();
+      assert.equal(p.json(), want, text);
+      assert.deepEqual(JSON.parse(p.json()), p.chunk, text);
+    }
   });
 
-  test('a kept text does not keep the (large) read it was cut from alive', () => {
+  test('detached: a copy that does not keep the (large) read it was cut from alive', () => {
     setFlagsFromString('--expose-gc');
     const gc = runInNewContext('gc') as () => void;
     const MB = 1 << 20;
@@ -84,17 +110,8 @@ describe('event texts', () => {
     assert.ok(heldMb((t) => t) > 30, 'slices held their reads');
     const copy = heldMb((t) => detached(t));
     assert.ok(copy < 8, `detached copies held ${copy.toFixed(1)} MB`);
-    const ring = heldMb((t) => {
-      const value = JSON.parse(t) as object;
-      keepText(value, t);
-      return value;
-    });
-    assert.ok(ring < 8, `the ring held ${ring.toFixed(1)} MB`);
-    const value = JSON.parse(text) as object;
-    assert.equal(jsonText(keepText(value, `${text} `.slice(0, text.length))), text, 'and the text is still found');
   });
 });
-
 
 describe('plain chunks: the grammar', () => {
   const chunk = (extra: Record<string, unknown> = {}, choice: Record<string, unknown> = {}): string =>
@@ -117,7 +134,7 @@ describe('plain chunks: the grammar', () => {
       JSON.stringify({ id: 'x', n: -0.5e-3, m: 12, t: true, f: false, z: null, choices: [] }),
       '{"id":"x","s":"\\u00e9\\n\\t\\"\\/","choices":[{"delta":{}}]}',
     ];
-    for (const t of plain) assert.equal(PlainChunk.of(t)?.finishes, false, t);
+    for (const t of plain) assert.equal(plainOf(t)?.finishes, false, t);
   });
 
   test('the finish chunk is plain and says it finishes; an empty finish_reason does not finish', () => {
@@ -127,8 +144,8 @@ describe('plain chunks: the grammar', () => {
       '{"id":"x","choices":[{"finish_reason":"stop","index":0,"delta":{}}]}',
       JSON.stringify({ id: 'cmpl-1', object: 'text_completion', choices: [{ text: '', index: 0, logprobs: null, finish_reason: 'stop' }] }),
     ])
-      assert.equal(PlainChunk.of(t)?.finishes, true, t);
-    assert.equal(PlainChunk.of(chunk({}, { finish_reason: '' }))?.finishes, false);
+      assert.equal(plainOf(t)?.finishes, true, t);
+    assert.equal(plainOf(chunk({}, { finish_reason: '' }))?.finishes, false);
   });
 
   test('anything that decides something, or is not certainly valid JSON, is not plain', () => {
@@ -166,7 +183,7 @@ describe('plain chunks: the grammar', () => {
       '{"id":"x","choices":[{"delta":{"content":"a"}}]}\n',
       '',
     ];
-    for (const t of notPlain) assert.equal(PlainChunk.of(t), undefined, t);
+    for (const t of notPlain) assert.equal(plainOf(t), undefined, t);
   });
 
   test('property: every plain text parses to an object with no error and no usage, whose only non-null finish_reason is a choice\'s string, which `finishes` reports', () => {
@@ -186,11 +203,11 @@ describe('plain chunks: the grammar', () => {
           const i = at % (t.length + 1);
           t = t.slice(0, i) + ins + t.slice(i + (del % 4));
         }
-        if (!PlainChunk.of(t)) return;
+        if (!plainOf(t)) return;
         accepted++;
         const v = JSON.parse(t) as Record<string, unknown>;
         assert.ok(typeof v === 'object' && v !== null && !Array.isArray(v));
-        const p = PlainChunk.of(t) as PlainChunk;
+        const p = plainOf(t) as Part;
         // a choice's own finish_reason may be a string; every other finish_reason, and every usage, is null
         const walk = (x: unknown, inChoice: boolean): void => {
           if (typeof x !== 'object' || x === null) return;
@@ -229,7 +246,7 @@ describe('plain chunks: the grammar', () => {
         const objects = [v, ...choices, ...choices.map((c) => c.delta ?? {})] as Record<string, unknown>[];
         const finishKeys = objects.filter((o) => 'finish_reason' in o).length;
         const textFinish = choices.some((c) => typeof c.finish_reason === 'string');
-        const p = PlainChunk.of(t);
+        const p = plainOf(t);
         assert.equal(!!p, inGrammar && (!textFinish || finishKeys === 1), t);
         if (p) assert.equal(p.finishes, choices.some((c) => !!c.finish_reason), t);
       }),
@@ -240,12 +257,12 @@ describe('plain chunks: the grammar', () => {
 
 describe('plain chunks: does the delta carry anything (the commit point)', () => {
   test('the role chunk and empty deltas carry nothing; a token, a reasoning token or a number does', () => {
-    const chunk = (delta: string): PlainChunk => PlainChunk.of(`{"id":"c","choices":[{"index":0,"delta":{${delta}},"logprobs":null,"finish_reason":null}],"usage":null}`) as PlainChunk;
+    const chunk = (delta: string): Part => plainOf(`{"id":"c","choices":[{"index":0,"delta":{${delta}},"logprobs":null,"finish_reason":null}],"usage":null}`) as Part;
     for (const d of ['"role":"assistant","content":""', '"role":"assistant"', '', '"content":null,"refusal":null', '"role":null,"content":""']) assert.equal(chunk(d).deltaCarries(), false, d);
     for (const d of ['"role":"assistant","content":"Hi"', '"content":" "', '"reasoning_content":"hm"', '"x":0', '"x":false', '"content":"\\"\\u0000"']) assert.equal(chunk(d).deltaCarries(), true, d);
     // no delta, or two: the parsed chunk decides
-    assert.equal((PlainChunk.of('{"choices":[{"index":0,"text":"a","finish_reason":null}]}') as PlainChunk).deltaCarries(), undefined);
-    assert.equal((PlainChunk.of('{"choices":[{"index":0,"delta":{}},{"index":1,"delta":{"content":"a"}}]}') as PlainChunk).deltaCarries(), undefined);
+    assert.equal((plainOf('{"choices":[{"index":0,"text":"a","finish_reason":null}]}') as Part).deltaCarries(), undefined);
+    assert.equal((plainOf('{"choices":[{"index":0,"delta":{}},{"index":1,"delta":{"content":"a"}}]}') as Part).deltaCarries(), undefined);
   });
 
   test('property: on chunk-shaped JSON with one delta, it says what the parsed delta says', () => {
@@ -257,7 +274,7 @@ describe('plain chunks: does the delta carry anything (the commit point)', () =>
     fc.assert(
       fc.property(top, (v) => {
         const t = JSON.stringify(v);
-        const p = PlainChunk.of(t, new PlainHead());
+        const p = plainOf(t);
         assert.ok(p, t);
         const delta = (v.choices[0] as { delta: Record<string, unknown> }).delta;
         const expected = Object.entries(delta).some(([k, x]) => k !== 'role' && x !== null && x !== '');
@@ -294,8 +311,8 @@ describe('plain chunks: a stream\'s shared head', () => {
             t = t.slice(0, i) + ins + t.slice(i + (del % 4));
           }
           const before = head.text;
-          const p = PlainChunk.of(t, head);
-          const fresh = PlainChunk.of(t);
+          const p = plainOf(t, head);
+          const fresh = plainOf(t);
           assert.equal(!!p, !!fresh, t);
           // the whole grammar accepts every plain text; it refuses only a string finish_reason that is not the only one
           if (p) assert.ok(PLAIN_GRAMMAR.test(t), t);
@@ -303,13 +320,13 @@ describe('plain chunks: a stream\'s shared head', () => {
           if (!p || !fresh) continue;
           plain++;
           if (before !== '' && t.startsWith(before)) viaHead++;
-          assert.equal(p.usage, fresh.usage, t);
+          assert.equal(p.usage(), fresh.usage(), t);
           assert.equal(p.finishes, fresh.finishes, t);
-          p.dropUsageNull();
-          fresh.dropUsageNull();
-          assert.equal(jsonText(p), jsonText(fresh), t);
+          p.dropUsage();
+          fresh.dropUsage();
+          assert.equal(p.json(), fresh.json(), t);
           const { usage: _, ...rest } = JSON.parse(t) as Record<string, unknown>;
-          assert.deepEqual(JSON.parse(jsonText(p)), rest, t);
+          assert.deepEqual(JSON.parse(p.json()), rest, t);
         }
       }),
       { numRuns: 5000 },
@@ -321,35 +338,35 @@ describe('plain chunks: a stream\'s shared head', () => {
   test('a stream of ordinary tokens is checked through its head; a text that only looks like one is still refused', () => {
     const head = new PlainHead();
     const tok = (c: string): string => `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":${JSON.stringify(c)}},"finish_reason":null}],"usage":null}`;
-    for (const c of ['Hel', 'lo', ' "w"', '}]}', '\\']) assert.ok(PlainChunk.of(tok(c), head), c);
+    for (const c of ['Hel', 'lo', ' "w"', '}]}', '\\']) assert.ok(plainOf(tok(c), head), c);
     assert.equal(head.text, tok('x').slice(0, tok('x').indexOf('"delta":{') + 9));
-    assert.equal(PlainChunk.of(`${head.text}"content":"a"},"finish_reason":"stop"}],"usage":null}`, head)?.finishes, true);
-    assert.equal(PlainChunk.of(`${head.text}"content":"a"},"finish_reason":"stop"}],"usage":{"total_tokens":1}}`, head), undefined);
-    assert.equal(PlainChunk.of(`${head.text}"content":"a"}],"usage":null}`, head), undefined); // the choice not closed
-    assert.equal(PlainChunk.of(`${head.text}"content":{"a":1}}}],"usage":null}`, head), undefined); // nested deeper
-    assert.equal(PlainChunk.of(`${head.text}"content":"a"},"error":null}],"usage":null}`, head), undefined);
+    assert.equal(plainOf(`${head.text}"content":"a"},"finish_reason":"stop"}],"usage":null}`, head)?.finishes, true);
+    assert.equal(plainOf(`${head.text}"content":"a"},"finish_reason":"stop"}],"usage":{"total_tokens":1}}`, head), undefined);
+    assert.equal(plainOf(`${head.text}"content":"a"}],"usage":null}`, head), undefined); // the choice not closed
+    assert.equal(plainOf(`${head.text}"content":{"a":1}}}],"usage":null}`, head), undefined); // nested deeper
+    assert.equal(plainOf(`${head.text}"content":"a"},"error":null}],"usage":null}`, head), undefined);
   });
 });
 
 describe('plain chunks: forwarding', () => {
   test('forwarded as the text it came in; read as the chunk; printed as the chunk', () => {
     const text = '{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}],"usage":null}';
-    const p = PlainChunk.of(text);
+    const p = plainOf(text);
     assert.ok(p);
-    assert.equal(jsonText(p), text);
-    assert.deepEqual(p.choices, [{ index: 0, delta: { content: 'hi' }, finish_reason: null }]);
-    assert.equal(p.model, 'm');
-    assert.equal(p.usage, null);
-    assert.equal(JSON.stringify(p), text);
+    assert.equal(p.json(), text);
+    assert.deepEqual(p.chunk.choices, [{ index: 0, delta: { content: 'hi' }, finish_reason: null }]);
+    assert.equal(p.chunk.model, 'm');
+    assert.equal(p.usage(), null);
+    assert.equal(JSON.stringify(p.chunk), text);
   });
 
   test('dropping "usage":null cuts it out of the text, wherever it stands; a text without it is unchanged', () => {
     for (const text of ['{"usage":null,"id":"c","choices":[]}', '{"id":"c","usage":null,"choices":[]}', '{"id":"c","choices":[],"usage":null}', '{"id":"c","choices":[]}']) {
-      const p = PlainChunk.of(text);
+      const p = plainOf(text);
       assert.ok(p, text);
-      p.dropUsageNull();
-      assert.deepEqual(JSON.parse(jsonText(p)), { id: 'c', choices: [] });
-      assert.equal(p.usage, undefined);
+      p.dropUsage();
+      assert.deepEqual(JSON.parse(p.json()), { id: 'c', choices: [] });
+      assert.equal(p.usage(), undefined);
     }
   });
 
@@ -360,17 +377,17 @@ describe('plain chunks: forwarding', () => {
       ['{"usage":null,"choices":[{"usage":null,"delta":{}}]}', '{"choices":[{"usage":null,"delta":{}}]}'],
       ['{"usage":null}', '{}'],
     ] as const) {
-      const p = PlainChunk.of(text);
+      const p = plainOf(text);
       assert.ok(p, text);
-      p.dropUsageNull();
-      assert.deepEqual(JSON.parse(jsonText(p)), JSON.parse(want), text);
+      p.dropUsage();
+      assert.deepEqual(JSON.parse(p.json()), JSON.parse(want), text);
     }
   });
 
   test('two "usage" members (a duplicate key): the chunk is printed without usage', () => {
-    const p = PlainChunk.of('{"id":"c","usage":null,"choices":[],"usage":null}');
+    const p = plainOf('{"id":"c","usage":null,"choices":[],"usage":null}');
     assert.ok(p);
-    p.dropUsageNull();
-    assert.deepEqual(JSON.parse(jsonText(p)), { id: 'c', choices: [] });
+    p.dropUsage();
+    assert.deepEqual(JSON.parse(p.json()), { id: 'c', choices: [] });
   });
 });

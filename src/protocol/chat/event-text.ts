@@ -1,66 +1,19 @@
 /**
- * The JSON text a stream chunk was parsed from, remembered beside it so the SSE writer can forward
- * that text instead of printing the object again (one JSON.stringify per chunk less on the hot
- * path). Only objects nobody changed since they were parsed keep a text: whoever changes a chunk
- * must update or drop its text (gateway/pipeline-streams.ts does, when it removes or adds `usage`). Texts
- * with a line break are never kept, since they could not be one `data:` line.
- *
- * Kept in a ring of the last RING chunks, found by identity: the writer asks for a chunk's text
- * soon after it was parsed (usually in the same synchronous pull, a few layers up), and a chunk
- * asked for after RING newer ones were kept is printed again, which is correct, only slower. A
- * WeakMap did the same at ~15× the cost per chunk, plus ephemeron work in every GC.
- *
- * The ring is short and holds copies (`detached`) because what it holds outlives the stream: a
- * text read from an upstream is a slice of the whole read it came in, and a slice keeps its whole
- * read alive. With 512 entries, 64 streams at ~2,900 a second each left their usage chunk (parsed,
- * kept, never written) in the ring for ~180 ms: every read's string survived two young-generation
- * collections, was promoted, and ~1 MB a collection piled up in the old generation until the next
- * full GC (the gateway's RSS climbed ~140 → ~205 MB within a bench scenario; 64 entries and copies:
- * ~9 KB promoted a collection, flat).
+ * What a stream chunk's JSON text says, read from the text without parsing it: whether it is in the
+ * plain grammar (then it provably carries no error and no usage, and whether it finishes the
+ * answer or carries a token is read from the text too), and the text edits that add or drop a
+ * top-level `"usage":null` member. The part that holds a text and its chunk is
+ * protocol/stream-part.ts; these are the pure string functions it calls.
  */
-const RING = 64;
-const ringValues: Array<object | undefined> = new Array<object | undefined>(RING).fill(undefined);
-const ringTexts: Array<string | undefined> = new Array<string | undefined>(RING).fill(undefined);
-let head = 0;
-
-function slotOf(value: object): number {
-  for (let i = 0, j = head; i < RING; i++, j = (j - 1) & (RING - 1)) if (ringValues[j] === value) return j;
-  return -1;
-}
 
 /**
  * A copy of `text` that keeps nothing else alive. V8 makes a substring of 13 or more characters a
- * view into its parent string, so a short text sliced out of a large read would keep the whole
- * read alive for as long as the text is held. Joining forces a new flat string (the slice taken of
- * it then views only that copy). Use it for what is held beyond the read: the ring, a cache.
+ * view into its parent string, so a short text sliced out of a large upstream read would keep the
+ * whole read alive for as long as the text is held. Joining forces a new flat string. Use it for
+ * what is held beyond the stream: the coalescing log, a cache entry.
  */
 export function detached(text: string): string {
   return (' ' + text).slice(1);
-}
-
-/** Remembers `text` as the JSON of `value` (which was just parsed from it; primitives are not kept). */
-export function keepText<T>(value: T, text: string): T {
-  if (typeof value === 'object' && value !== null && text.indexOf('\n') < 0 && text.indexOf('\r') < 0) {
-    head = (head + 1) & (RING - 1);
-    ringValues[head] = value;
-    ringTexts[head] = detached(text);
-  }
-  return value;
-}
-
-/** The JSON text of `value`: the one it was parsed from when it is unchanged, else printed now. */
-export function jsonText(value: unknown): string {
-  if (value instanceof PlainChunk) return value.text;
-  if (typeof value === 'object' && value !== null) {
-    const i = slotOf(value);
-    if (i >= 0) return ringTexts[i] as string;
-  }
-  return JSON.stringify(value);
-}
-
-function forget(i: number): void {
-  ringValues[i] = undefined;
-  ringTexts[i] = undefined;
 }
 
 const USAGE_KEY = '"usage"';
@@ -70,41 +23,47 @@ const USAGE_LAST = ',"usage":null}';
 const USAGE_FIRST = '{"usage":null,';
 
 /**
- * After `delete chunk.usage` on a chunk whose `usage` was null: its text without that member, when
- * that can be done safely — the text holds `"usage"` exactly once (so it is the top-level key)
- * and written as `"usage":null`; else the text is dropped and the chunk will be printed.
- */
-export function droppedUsageNull(value: object): void {
-  const slot = slotOf(value);
-  if (slot < 0) return;
-  const cut = withoutUsageNull(ringTexts[slot] as string);
-  if (cut === undefined) forget(slot);
-  else ringTexts[slot] = cut;
-}
-
-/**
- * After `chunk.usage = null` on a chunk that had no `usage` member: its text with that member
- * appended (the last, as OpenAI writes it), else the text is dropped and the chunk will be printed.
- */
-export function addedUsageNull(value: object): void {
-  const slot = slotOf(value);
-  if (slot < 0) return;
-  const t = (ringTexts[slot] as string).trimEnd();
-  if (!t.startsWith('{') || !t.endsWith('}')) forget(slot);
-  else ringTexts[slot] = t.slice(1, -1).trim() === '' ? `{${USAGE_NULL}}` : `${t.slice(0, -1)},${USAGE_NULL}}`;
-}
-
-/**
  * `text` without its `"usage":null` member, when `"usage"` stands in it exactly once and the caller
  * knows that one to be the top-level member (from the parsed object, or from its place); else
- * undefined. `i` is where `"usage"` first stands in it, when the caller has looked already.
+ * undefined (the caller prints the chunk). `i` is where `"usage"` first stands in it, when the
+ * caller has looked already.
  */
-function withoutUsageNull(t: string, i = t.indexOf(USAGE_KEY)): string | undefined {
+export function withoutUsageNull(t: string, i = t.indexOf(USAGE_KEY)): string | undefined {
   if (i < 0 || t.indexOf(USAGE_KEY, i + 1) >= 0 || !t.startsWith(USAGE_NULL, i)) return undefined;
   const end = i + USAGE_NULL.length;
   if (t[i - 1] === ',') return t.slice(0, i - 1) + t.slice(end);
   if (t[end] === ',') return t.slice(0, i) + t.slice(end + 1);
   return t.slice(0, i) + t.slice(end);
+}
+
+/**
+ * A plain text (in the grammar) without its top-level `"usage":null`: `text` itself when it has no
+ * `"usage"` from `scanFrom` on, the cut text when the member's place proves it top-level (the last
+ * member, as OpenAI writes it, or the first) and it is the only `"usage"`; undefined when only the
+ * parsed object can tell (a choice or a delta may hold a `"usage":null` of its own).
+ */
+export function plainWithoutUsageNull(t: string, scanFrom: number): string | undefined {
+  // keys have no escapes (the grammar), so a text without `"usage"` has no such member
+  const at = t.indexOf(USAGE_KEY, scanFrom);
+  if (at < 0) return t;
+  const placed = (at === t.length - USAGE_LAST.length + 1 && t.endsWith(USAGE_LAST)) || (at === 1 && t.startsWith(USAGE_FIRST));
+  return placed ? withoutUsageNull(t, at) : undefined;
+}
+
+/** Whether a plain text holds `"usage":null` from `scanFrom` on (its only possible usage). */
+export function plainHasUsageNull(t: string, scanFrom: number): boolean {
+  return t.includes(USAGE_NULL, scanFrom);
+}
+
+/**
+ * The text of an object without a top-level `usage` member with `"usage":null` appended (the last
+ * member, as OpenAI writes it); undefined when the text is not plainly one object (the caller
+ * prints the chunk).
+ */
+export function withUsageNull(text: string): string | undefined {
+  const t = text.trimEnd();
+  if (!t.startsWith('{') || !t.endsWith('}')) return undefined;
+  return t.slice(1, -1).trim() === '' ? `{${USAGE_NULL}}` : `${t.slice(0, -1)},${USAGE_NULL}}`;
 }
 
 // The grammar of a plain chunk's text: compact JSON (no whitespace), keys without escapes.
@@ -180,25 +139,28 @@ function finishOf(text: string): boolean | -1 {
   return text.charCodeAt(at + FINISH_STRING.length) !== 34; // not ""
 }
 
-/** Set by plainCheck: the text it accepted is in the grammar only with a string finish_reason. */
-let checkedFinishing = false;
+/** plainCheck's verdicts on a tail or a whole text: not in the grammar, in it, in it with a string finish_reason. */
+const REFUSED = -1;
+const ACCEPTED = 0;
+const FINISHING = 1;
 
-/** Whether `tail` (after a plain head) is plain, setting checkedFinishing. */
-function tailCheck(tail: string): boolean {
-  checkedFinishing = false;
-  if (PLAIN_TAIL.test(tail)) return true;
-  checkedFinishing = tail.includes(FINISH_STRING) && PLAIN_TAIL_FINISHING.test(tail);
-  return checkedFinishing;
+/** Whether `tail` (after a plain head) is plain, and whether it needed a string finish_reason. */
+function tailCheck(tail: string): number {
+  if (PLAIN_TAIL.test(tail)) return ACCEPTED;
+  return tail.includes(FINISH_STRING) && PLAIN_TAIL_FINISHING.test(tail) ? FINISHING : REFUSED;
 }
 
 /**
- * -1 when `text` is not in the grammar (PLAIN_FINISHING); else the length of a head of it known to
- * hold no `"usage"`, or 0; checkedFinishing says whether it needed a string finish_reason.
+ * -1 when `text` is not in the grammar (PLAIN_FINISHING); else `2 * from + finishing`, where `from`
+ * is the length of a head of it known to hold no `"usage"` (or 0) and `finishing` (0 or 1) whether
+ * it is in the grammar only with a string finish_reason. Both results in one number: this runs
+ * once per upstream chunk, and a pair would be an allocation.
  */
 function plainCheck(text: string, known: PlainHead): number {
   // (a slice compared is several times faster than startsWith here, which compares char by char)
   if (known.text !== '' && text.slice(0, known.text.length) === known.text) {
-    return tailCheck(text.slice(known.text.length)) ? (known.hasUsage ? 0 : known.text.length) : -1;
+    const v = tailCheck(text.slice(known.text.length));
+    return v === REFUSED ? REFUSED : 2 * (known.hasUsage ? 0 : known.text.length) + v;
   }
   const at = text.indexOf(DELTA_OPEN);
   if (at > 0) {
@@ -206,162 +168,54 @@ function plainCheck(text: string, known: PlainHead): number {
     if (PLAIN_HEAD.test(head)) {
       known.text = head;
       known.hasUsage = head.includes(USAGE_KEY);
-      return tailCheck(text.slice(head.length)) ? (known.hasUsage ? 0 : head.length) : -1;
+      const v = tailCheck(text.slice(head.length));
+      return v === REFUSED ? REFUSED : 2 * (known.hasUsage ? 0 : head.length) + v;
     }
   }
-  checkedFinishing = false;
-  if (PLAIN.test(text)) return 0;
+  if (PLAIN.test(text)) return ACCEPTED;
   // (the second expression only for a text that can be in it: the usage chunk is not)
-  checkedFinishing = text.includes(FINISH_STRING) && PLAIN_FINISHING.test(text);
-  return checkedFinishing ? 0 : -1;
+  return text.includes(FINISH_STRING) && PLAIN_FINISHING.test(text) ? FINISHING : REFUSED;
+}
+
+/**
+ * Whether `text` is a plain chunk: -1 when not, else `2 * scanFrom + finishes`: `scanFrom` where
+ * a top-level `"usage"` member could start at the earliest (the length of a head known to hold
+ * none, else 0), `finishes` (0 or 1) whether a choice's finish_reason is a non-empty string (the
+ * chunk completes the answer). `head`: the stream's last known head (PLAIN_HEAD), checked once per
+ * stream instead of once per chunk.
+ *
+ * A plain text matched PLAIN, a grammar whose every sentence is a valid JSON object (a strict
+ * subset of JSON: compact, scalars and one level of `choices[].delta` objects) in which no member
+ * is named `error`, every `usage` is null, and every `finish_reason` is null but a choice's own,
+ * which may be a string; nothing is nested deeper. So it is provably not an error and carries no
+ * usage, whether it ends the answer is read from the text, and so is whether its delta carries
+ * anything (plainDeltaCarries): all the gateway checks an event for. The role chunk, an ordinary
+ * content token and the finish chunk of a chat stream are plain, and so are a completions
+ * stream's tokens. Anything else is parsed.
+ */
+export function plainScan(text: string, head: PlainHead): number {
+  const v = plainCheck(text, head);
+  if (v < 0) return -1;
+  if (v % 2 === 0) return v;
+  const finishes = finishOf(text);
+  return finishes === -1 ? -1 : finishes ? v : v - 1;
+}
+
+/**
+ * Whether a plain text's delta carries something for the client (a member other than `role` that
+ * is neither null nor ""), when it has exactly one delta; undefined when it has none or several
+ * (ask the parsed chunk). Besides the delta only a finish can carry anything in a plain chunk: its
+ * usage is null. With a key repeated in the delta the answer may be true where the parsed object
+ * (whose last value wins) says false: erring towards sending.
+ */
+export function plainDeltaCarries(t: string): boolean | undefined {
+  const at = t.indexOf(DELTA_OPEN);
+  if (at < 0) return undefined;
+  const from = at + DELTA_OPEN.length;
+  if (t.indexOf(DELTA_OPEN, from) >= 0) return undefined;
+  return !EMPTY_DELTA.test(t.slice(from));
 }
 
 /** For tests: the grammar as one expression (the reference the split check must agree with). */
 export const PLAIN_GRAMMAR: RegExp = PLAIN_FINISHING;
 
-/**
- * A stream chunk kept as its text, not parsed (once its consumer accepts such chunks: the router
- * does from the moment it opens a stream, lib/pollable.ts). Its text matched PLAIN, a grammar whose
- * every sentence is a valid JSON object (a strict subset of JSON: compact, scalars and one level
- * of `choices[].delta` objects) in which no member is named `error`, every `usage` is null, and
- * every `finish_reason` is null but a choice's own, which may be a string; nothing is nested
- * deeper. So it is provably not an error and carries no usage, whether it ends the answer is
- * `finishes`, and whether its delta carries anything (the commit point) is read from the text too
- * (`deltaCarries`): all the gateway checks an event for. It is forwarded as it came, at a
- * fraction of JSON.parse's cost: the role chunk, an ordinary content token and the finish chunk
- * of a chat stream are plain, and so are a completions stream's tokens. Anything else is parsed.
- *
- * For any other reader it behaves as a read-only view of the chunk: `choices` and the other
- * top-level fields are parsed from the text on first use. Changing what they return does not
- * change the text; JSON.stringify gives the chunk.
- */
-export class PlainChunk {
-  private parsed: Record<string, unknown> | undefined;
-  /** the router's commit point (markFlushPoint) */
-  flushPoint = false;
-
-  /**
-   * @param scanFrom where a top-level `"usage"` member could start at the earliest: the length of
-   *   a head known to hold no `"usage"`, else 0
-   */
-  private constructor(
-    public text: string,
-    private scanFrom: number,
-    /** a choice's finish_reason is a non-empty string: the chunk completes the answer */
-    readonly finishes: boolean,
-  ) {}
-
-  /**
-   * `text` as a PlainChunk when it is one (see the class), else undefined. `head`: the stream's
-   * last known head (PLAIN_HEAD), checked once per stream instead of once per chunk.
-   */
-  static of(text: string, head: PlainHead = new PlainHead()): PlainChunk | undefined {
-    const scanFrom = plainCheck(text, head);
-    if (scanFrom < 0) return undefined;
-    const finishes = checkedFinishing ? finishOf(text) : false;
-    return finishes === -1 ? undefined : new PlainChunk(text, scanFrom, finishes);
-  }
-
-  /**
-   * Whether the chunk's delta carries something for the client (a member other than `role` that
-   * is neither null nor ""), read from the text when it has exactly one delta; undefined when it
-   * has none or several (ask the parsed chunk). Besides the delta only a finish (`finishes`) can
-   * carry anything in a plain chunk: its usage is null. With a key repeated in the delta the answer
-   * may be true where the parsed object (whose last value wins) says false: erring towards sending.
-   */
-  deltaCarries(): boolean | undefined {
-    const t = this.text;
-    const at = t.indexOf(DELTA_OPEN);
-    if (at < 0) return undefined;
-    const from = at + DELTA_OPEN.length;
-    if (t.indexOf(DELTA_OPEN, from) >= 0) return undefined;
-    return !EMPTY_DELTA.test(t.slice(from));
-  }
-
-  private value(): Record<string, unknown> {
-    this.parsed ??= JSON.parse(this.text) as Record<string, unknown>;
-    return this.parsed;
-  }
-
-  /** Null or absent, by the grammar. */
-  get usage(): null | undefined {
-    return this.text.includes(USAGE_NULL, this.scanFrom) ? null : undefined;
-  }
-
-  get choices(): unknown {
-    return this.value().choices;
-  }
-
-  get id(): unknown {
-    return this.value().id;
-  }
-
-  get object(): unknown {
-    return this.value().object;
-  }
-
-  get created(): unknown {
-    return this.value().created;
-  }
-
-  get model(): unknown {
-    return this.value().model;
-  }
-
-  /**
-   * Drops its top-level `"usage":null` member (the client did not ask for usage). The grammar also
-   * lets a choice or a delta hold a `"usage":null` of its own, which stays: the text is cut only
-   * where the member is provably the top-level one (the last member, as OpenAI writes it, or the
-   * first) and the only `"usage"` in the text; anything else goes through the parsed object.
-   */
-  dropUsageNull(): void {
-    const t = this.text;
-    // keys have no escapes (the grammar), so a text without `"usage"` has no such member
-    const at = t.indexOf(USAGE_KEY, this.scanFrom);
-    if (at < 0) return;
-    // its place proves the member top-level: the last one (as OpenAI writes it) or the first
-    const placed = (at === t.length - USAGE_LAST.length + 1 && t.endsWith(USAGE_LAST)) || (at === 1 && t.startsWith(USAGE_FIRST));
-    const cut = placed ? withoutUsageNull(t, at) : undefined;
-    if (cut !== undefined) this.text = cut;
-    else {
-      const v = this.value();
-      if (!('usage' in v)) return;
-      const { usage: _, ...rest } = v;
-      this.text = JSON.stringify(rest);
-    }
-    this.scanFrom = 0;
-    this.parsed = undefined;
-  }
-
-  /**
-   * Appends a top-level `"usage":null` member, as OpenAI writes it last (the client asked for usage
-   * and this chunk, from an upstream that omits the member, has none). The text stays in the grammar.
-   */
-  addUsageNull(): void {
-    this.text = `${this.text.slice(0, -1)},${USAGE_NULL}}`;
-    if (this.parsed) this.parsed.usage = null;
-  }
-
-  toJSON(): unknown {
-    return this.value();
-  }
-}
-
-/**
- * Chunks after which the SSE writer sends what it holds at once instead of at the end of the
- * event-loop turn: the router marks the chunk at a stream's commit point, so the client's first
- * token leaves in one write with the chunks buffered before it, while the rest of the stream is
- * joined into as few writes as possible.
- */
-const flushPoints = new WeakSet<object>();
-
-export function markFlushPoint(value: unknown): void {
-  // a plain chunk (the usual first token) carries the mark itself: a WeakSet costs more
-  if (value instanceof PlainChunk) value.flushPoint = true;
-  else if (typeof value === 'object' && value !== null) flushPoints.add(value);
-}
-
-export function isFlushPoint(value: unknown): boolean {
-  if (value instanceof PlainChunk) return value.flushPoint;
-  return typeof value === 'object' && value !== null && flushPoints.has(value);
-}
