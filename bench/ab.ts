@@ -36,6 +36,9 @@ async function cpuPerResponse(p: Proc, sc: Scenario, seconds: number): Promise<n
 
 export async function abScenario(o: AbOptions): Promise<string> {
   const scenarios = o.ids.map((id) => SCENARIOS.find((s) => s.id === id)).filter((s): s is Scenario => s !== undefined);
+  // both revisions run the default config (scenarios.ts's gatewayYaml): no native backends
+  const native = scenarios.filter((s) => s.native).map((s) => s.id);
+  if (native.length) throw new Error(`--ab measures translated routes only; drop ${native.join(', ')}`);
   if (scenarios.length === 0) throw new Error(`--ab: no scenario among ${o.ids.join(', ')}`);
   const builds: Array<[string, string[]]> = [
     ['this checkout', o.commands.gateway],

@@ -143,7 +143,7 @@ export async function perfScenarios(ids: string[], opts: { results: string; mock
       const proc =
         target === 'floor'
           ? await startProc({ name, args: ['--perf-basic-prof', ...opts.commands.floor, opts.mock.url], core, env: opts.commands.proxyEnv })
-          : await startSwitchyard({ name, args: ['--perf-basic-prof', ...opts.commands.gateway], yamlPath: join(opts.results, 'switchyard-perf.yaml'), mockPort: opts.mock.port, core, env: opts.commands.proxyEnv });
+          : await startSwitchyard({ name, args: ['--perf-basic-prof', ...opts.commands.gateway], yamlPath: join(opts.results, 'switchyard-perf.yaml'), mockPort: opts.mock.port, native: sc.native === true, core, env: opts.commands.proxyEnv });
       process.stderr.write(`perf: ${target}, ${sc.label}, ${opts.seconds} s…\n`);
       try {
         const r = await record(proc, sc.path, sc.body, sc.connections, opts.seconds);

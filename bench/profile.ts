@@ -37,6 +37,7 @@ export async function profileScenarios(ids: string[], opts: { results: string; m
       yamlPath: join(opts.results, 'switchyard-profile.yaml'),
       mockPort: opts.mock.port,
       cache: cached !== undefined,
+      native: 'native' in sc && sc.native === true,
       core: opts.pin.enabled ? opts.pin.proxyCore : undefined,
       env: gw.proxyEnv,
     });

@@ -251,7 +251,7 @@ async function main(): Promise<void> {
     let native: Proc | undefined;
     let nativeResponses = false;
     if (selected.some((s) => s.native)) {
-      const why = (err: unknown): string => (err instanceof Error ? err.message : String(err)).replace(/\s+/g, ' ').slice(0, 300);
+      const why = (err: unknown): string => (err instanceof Error ? err.message : String(err)).replace(/\s+/g, ' ').replace(/ \(known: .*/, '').slice(0, 300);
       const start = (mode: true | 'no-responses'): Promise<Proc> =>
         startSwitchyard({ name: 'switchyard (native)', args: cmd.gateway, yamlPath: join(results, 'switchyard-native.yaml'), mockPort: mock.port, native: mode, core: core(pin.proxyCore), env: cmd.proxyEnv });
       try {
@@ -287,7 +287,7 @@ async function main(): Promise<void> {
         notes.push(`${sc.id}: not measured, ${r.problem.replace(/\s+/g, ' ')}`);
         continue;
       }
-      if (sc.native) notes.push(`${sc.id}: the gateway's answer ${r.text === direct ? 'is byte for byte the upstream\'s' : 'differs from the upstream\'s bytes (re-encoded)'}`);
+      if (sc.native) notes.push(`${sc.id}: the gateway's answer ${r.text === direct ? 'is byte for byte the upstream\'s (passed through)' : 'is not the upstream\'s bytes (translated, or re-serialized)'}`);
       scenarios.push(sc);
     }
     for (const n of notes) say(`note: ${n}`);
