@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ChunkPart } from '../protocol/stream-part.ts';
+import { ChunkPart, PlainHead } from '../protocol/stream-part.ts';
 import { Flights, StreamTap } from './flights.ts';
 
 /** The chunks of a subscriber's parts. */
@@ -57,6 +57,24 @@ describe('StreamTap', () => {
     assert.deepEqual(a, [{ n: 1 }, { n: 2 }, { n: 3 }]);
     assert.deepEqual(b, a);
     assert.notEqual(a[0], b[0]);
+  });
+
+  it('the log holds each part text as it will be written; a subscriber forwards that text, a plain one unparsed', async () => {
+    const tap = new StreamTap();
+    const token = '{"id":"c","choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}],"usage":null}';
+    tap.push(ChunkPart.parsed({ a: 1 }, '{"a": 1.0}'));
+    tap.push(ChunkPart.plain(token, new PlainHead()) as ChunkPart<object>);
+    tap.finish();
+    assert.deepEqual(tap.chunks, ['{"a": 1.0}', token]);
+    const parts: ChunkPart<object>[] = [];
+    for await (const p of tap.subscribe<object>(() => {})) parts.push(p);
+    assert.deepEqual(
+      parts.map((p) => [p.json(), p.plain]),
+      [
+        ['{"a": 1.0}', false],
+        [token, true],
+      ],
+    );
   });
 
   it('a failure reaches every subscriber after the chunks before it', async () => {
