@@ -4,7 +4,7 @@
  * model name (the router substitutes it for the public name).
  */
 import type { ChatCompletion, ChatCompletionChunk, ChatRequest } from '../protocol/chat/schema.ts';
-import type { ChunkPart } from '../protocol/stream-part.ts';
+import type { ChunkPart, EventPart } from '../protocol/stream-part.ts';
 import type { Completion, CompletionRequest } from '../protocol/completions/schema.ts';
 import type { EmbeddingAnswer, EmbeddingRequest } from '../protocol/embeddings/schema.ts';
 import type { EventEmitter } from 'node:events';
@@ -19,6 +19,17 @@ export interface CallContext {
    */
   abort?: UpstreamAbort | undefined;
   requestId: string;
+}
+
+/** A JSON object as a native protocol carries it. */
+export type JsonObject = Record<string, unknown>;
+
+/** A request in the client's own protocol, for a backend that speaks it. */
+export interface NativeCall {
+  /** the client's body, `model` already the backend's name (and `stream` as the call wants it) */
+  body: JsonObject;
+  /** protocol headers the client sent that the upstream should see (anthropic-version, anthropic-beta) */
+  headers?: Record<string, string> | undefined;
 }
 
 export type UpstreamAbort = EventEmitter & { readonly aborted: boolean; readonly reason: unknown };
@@ -54,6 +65,17 @@ export interface BaseLLM {
   chatStream?(req: ChatRequest, ctx: CallContext): Promise<AsyncIterable<ChunkPart<ChatCompletionChunk>>>;
   complete?(req: CompletionRequest, ctx: CallContext): Promise<Completion>;
   completeStream?(req: CompletionRequest, ctx: CallContext): Promise<AsyncIterable<ChunkPart<Completion>>>;
+  /**
+   * Native ingress protocols. A backend that speaks the client's protocol itself (OpenAI's
+   * Responses API, Anthropic's Messages API) gets the client's body with only `model` replaced and
+   * answers in that protocol: the JSON answer parsed, or the stream's events forwarded as they came
+   * (EventPart, with usage, content and end read on the way). Without them the gateway translates
+   * through `chat` / `chatStream`.
+   */
+  responses?(call: NativeCall, ctx: CallContext): Promise<JsonObject>;
+  responsesStream?(call: NativeCall, ctx: CallContext): Promise<AsyncIterable<EventPart>>;
+  messages?(call: NativeCall, ctx: CallContext): Promise<JsonObject>;
+  messagesStream?(call: NativeCall, ctx: CallContext): Promise<AsyncIterable<EventPart>>;
   /** Parsed vectors, or (HTTP backends) the upstream's checked bytes to forward as they are. */
   embed?(req: EmbeddingRequest, ctx: CallContext): Promise<EmbeddingAnswer>;
   /** Cheap, never a billable call. */

@@ -200,17 +200,33 @@ export class ChunkPart<C extends object> implements PartBase {
   }
 }
 
+/** Token usage as the gateway accounts it (the Chat Completions names), whatever the protocol. */
+export interface PartUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  prompt_tokens_details?: { cached_tokens?: number; cache_creation_tokens?: number } | undefined;
+}
+
 /**
  * One server-sent event forwarded as it came: its `event:` name (empty for none) and its `data:`
- * text (a line break in it becomes another `data:` line).
+ * text (a line break in it becomes another `data:` line). Whoever makes the part reads what the
+ * gateway needs from the event on the way (the writer never parses it): the answer's usage so far,
+ * whether it is the commit point (the first content) and whether it ends the answer.
  */
 export class EventPart implements PartBase {
   readonly kind = 'event' as const;
   flush = false;
+  /** the answer's usage as known after this event (cumulative), when this event told it */
+  usage: PartUsage | undefined = undefined;
 
   constructor(
     readonly event: string,
     readonly data: string,
+    /** the event carries content for the client: a stream's first such event is its commit point */
+    readonly content = false,
+    /** the event ends the answer (a completed, incomplete or stopped message) */
+    readonly final = false,
   ) {}
 }
 

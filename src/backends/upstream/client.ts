@@ -27,7 +27,8 @@ import { JsonCall, type UpstreamCall } from './call.ts';
 import { StreamCall } from './stream-call.ts';
 import { upstreamMalformed } from './errors.ts';
 import type { CallOptions, OpenAIHttpOptions } from './types.ts';
-import type { ChunkPart } from '../../protocol/stream-part.ts';
+import type { ChunkPart, EventPart } from '../../protocol/stream-part.ts';
+import type { EventDecoder } from './sse-reader.ts';
 
 export class OpenAIHttpClient {
   private readonly origin: string;
@@ -73,6 +74,18 @@ export class OpenAIHttpClient {
   async postStream<C extends object = object>(path: string, body: unknown, opts: CallOptions): Promise<AsyncIterableIterator<ChunkPart<C>>> {
     const headers = this.headersFor('text/event-stream', opts);
     return new Promise((resolve, reject) => this.dispatch('POST', path, headers, JSON.stringify(body), new StreamCall<C>(this.o, opts.signal, resolve, reject)));
+  }
+
+  /**
+   * POST a JSON body asking for another protocol's event stream (a native Responses or Messages
+   * stream): as postStream, but every event becomes the part `decode` makes of its name and data
+   * (which throws for an error event); no `[DONE]`, the body's end ends it.
+   */
+  async postEventStream(path: string, body: unknown, opts: CallOptions, decode: EventDecoder): Promise<AsyncIterableIterator<EventPart>> {
+    const headers = this.headersFor('text/event-stream', opts);
+    return new Promise((resolve, reject) =>
+      this.dispatch('POST', path, headers, JSON.stringify(body), new StreamCall<object, EventPart>(this.o, opts.signal, resolve, reject, decode)),
+    );
   }
 
   /** A JSON call: the bytes of its 2xx answer, within `maxResponseBytes` (JsonCall). */

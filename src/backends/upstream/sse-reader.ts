@@ -7,7 +7,7 @@ import { StringDecoder } from 'node:string_decoder';
 import { createParser, type EventSourceParser, type ParseError } from 'eventsource-parser';
 import { GatewayError } from '../../errors/gateway-error.ts';
 import { DONE, type Pollable } from '../../lib/pollable.ts';
-import { ChunkPart, PlainHead } from '../../protocol/stream-part.ts';
+import { ChunkPart, PlainHead, type EventPart } from '../../protocol/stream-part.ts';
 import type { CallSignal, OpenAIHttpOptions } from './types.ts';
 import { redact, upstreamMalformed } from './errors.ts';
 
@@ -19,6 +19,13 @@ const MAX_TAIL_BYTES = 64 * 1024;
  * Readable's high-water mark would): a consumer that stops pulling (a slow client) stops the read.
  */
 const HIGH_WATER_BYTES = 64 * 1024;
+
+/**
+ * A native stream's events (another protocol's SSE, forwarded as it came): each event's name and
+ * data → its part, with usage, content and end read on the way; an error event throws the
+ * GatewayError it stands for.
+ */
+export type EventDecoder = (event: string, data: string) => EventPart;
 
 /** What an upstream read can be told: undici's dispatch controller. */
 export interface ReadControl {
@@ -37,11 +44,13 @@ export interface ReadControl {
  * turn as its last bytes, so a consumer sees the end without waiting for another tick. Payloads
  * are checked when taken; the read pauses while more than HIGH_WATER_BYTES wait to be taken.
  */
-export class SseIterator<C extends object = object> implements AsyncIterableIterator<ChunkPart<C>>, Pollable<ChunkPart<C>> {
+export class SseIterator<C extends object = object, P extends ChunkPart<C> | EventPart = ChunkPart<C>> implements AsyncIterableIterator<P>, Pollable<P> {
   private readonly decoder = new StringDecoder('utf8');
   private readonly parser: EventSourceParser;
   /** `data:` payloads read but not yet taken */
   private readonly ready: string[] = [];
+  /** event mode: the `event:` names of the payloads in `ready` */
+  private readonly names: string[] | undefined;
   private head = 0;
   /** raised while reading; thrown once the payloads before it are used */
   private failure: unknown = undefined;
@@ -62,8 +71,11 @@ export class SseIterator<C extends object = object> implements AsyncIterableIter
     private readonly control: ReadControl,
     private readonly signal: CallSignal,
     private readonly o: OpenAIHttpOptions,
+    /** event mode: the events are decoded by it (not chunk parts, no `[DONE]`) */
+    private readonly decodeEvent?: EventDecoder,
   ) {
-    const framing = o.sseFraming;
+    if (decodeEvent) this.names = [];
+    const framing = decodeEvent ? undefined : o.sseFraming;
     this.parser = createParser({
       maxBufferSize: o.maxResponseBytes,
       onEvent: (ev) => {
@@ -71,7 +83,7 @@ export class SseIterator<C extends object = object> implements AsyncIterableIter
           const data = framing.event(ev);
           if (data !== null) this.handle(data);
         } else {
-          this.handle(ev.data);
+          this.handle(ev.data, ev.event);
         }
       },
       onError: (err: ParseError) => {
@@ -134,13 +146,14 @@ export class SseIterator<C extends object = object> implements AsyncIterableIter
   // ---- taken by the consumer ----
 
   /** The next payload when one is read already, the failure or the end; undefined when a read is needed. */
-  poll(): IteratorResult<ChunkPart<C>> | undefined {
+  poll(): IteratorResult<P> | undefined {
     for (;;) {
       while (this.head < this.ready.length) {
+        const name = this.names?.[this.head];
         const data = this.ready[this.head++] as string;
         if (this.head === this.ready.length) this.drained();
         // parsed when taken, not when read: the first event of a read leaves before the others are parsed
-        const value = this.parse(data);
+        const value = name === undefined ? (this.parse(data) as P | undefined) : (this.decode(name, data) as P | undefined);
         if (value !== undefined) return { done: false, value };
       }
       if (this.failure !== undefined) {
@@ -158,7 +171,7 @@ export class SseIterator<C extends object = object> implements AsyncIterableIter
     }
   }
 
-  async next(): Promise<IteratorResult<ChunkPart<C>>> {
+  async next(): Promise<IteratorResult<P>> {
     for (;;) {
       const ready = this.poll();
       if (ready !== undefined) return ready;
@@ -168,7 +181,7 @@ export class SseIterator<C extends object = object> implements AsyncIterableIter
     }
   }
 
-  async return(): Promise<IteratorResult<ChunkPart<C>>> {
+  async return(): Promise<IteratorResult<P>> {
     this.close();
     return { done: true, value: undefined };
   }
@@ -182,6 +195,7 @@ export class SseIterator<C extends object = object> implements AsyncIterableIter
 
   private drained(): void {
     this.ready.length = 0;
+    if (this.names) this.names.length = 0;
     this.head = 0;
     this.waitingBytes = 0;
   }
@@ -191,13 +205,28 @@ export class SseIterator<C extends object = object> implements AsyncIterableIter
     this.parser.feed(text);
   }
 
-  private handle(data: string): void {
+  private handle(data: string, event?: string): void {
     if (this.sawDone || this.failure !== undefined) return;
+    if (this.names) {
+      this.names.push(event ?? '');
+      this.ready.push(data);
+      return;
+    }
     if (data.startsWith('[DONE]')) {
       this.sawDone = true;
       return;
     }
     this.ready.push(data);
+  }
+
+  /** Event mode: an event → its part; undefined when it raised a failure (thrown by next()). */
+  private decode(event: string, data: string): EventPart | undefined {
+    try {
+      return (this.decodeEvent as EventDecoder)(event, data);
+    } catch (err) {
+      this.failNow(err);
+      return undefined;
+    }
   }
 
   /**

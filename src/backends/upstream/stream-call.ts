@@ -6,23 +6,31 @@
 import type { Dispatcher } from 'undici';
 import { UpstreamCall } from './call.ts';
 import type { CallSignal, OpenAIHttpOptions } from './types.ts';
-import { SseIterator } from './sse-reader.ts';
+import { SseIterator, type EventDecoder } from './sse-reader.ts';
+import type { ChunkPart, EventPart } from '../../protocol/stream-part.ts';
 
 /**
  * A 2xx head resolves the call with the SseIterator it then feeds (which listens to the call's
  * abort from then on); everything before it is UpstreamCall's.
  */
-export class StreamCall<C extends object> extends UpstreamCall {
-  private iterator!: SseIterator<C>;
+export class StreamCall<C extends object, P extends ChunkPart<C> | EventPart = ChunkPart<C>> extends UpstreamCall {
+  private iterator!: SseIterator<C, P>;
 
-  constructor(o: OpenAIHttpOptions, signal: CallSignal, private readonly resolve: (it: SseIterator<C>) => void, reject: (err: unknown) => void) {
+  constructor(
+    o: OpenAIHttpOptions,
+    signal: CallSignal,
+    private readonly resolve: (it: SseIterator<C, P>) => void,
+    reject: (err: unknown) => void,
+    /** event mode (a native stream of another protocol): how its events become parts */
+    private readonly decodeEvent?: EventDecoder,
+  ) {
     super(o, signal, reject);
   }
 
   protected begin(controller: Dispatcher.DispatchController): undefined {
     this.stopListening();
     this.settled = true;
-    this.iterator = new SseIterator<C>(controller, this.signal, this.o);
+    this.iterator = new SseIterator<C, P>(controller, this.signal, this.o, this.decodeEvent);
     this.resolve(this.iterator);
     return undefined;
   }
