@@ -13,7 +13,7 @@
  */
 import type { AbortLike } from '../lib/abort.ts';
 import { detached } from '../protocol/chat/event-text.ts';
-import { ChunkPart, PlainHead } from '../protocol/stream-part.ts';
+import { ChunkPart, EventPart, PlainHead, type StreamPart } from '../protocol/stream-part.ts';
 
 export class Flight<R> {
   private readonly controller = new AbortController();
@@ -86,7 +86,11 @@ export class Flights {
   }
 }
 
-/** An append-only log of chunk texts with any number of readers, each reading its own parts. */
+/**
+ * An append-only log of a stream's parts as texts, with any number of readers, each reading its
+ * own parts: a chunk as its JSON object text, a forwarded event as the JSON array
+ * `[event, data, content, final]` (the two kinds never share a log: one stream has one kind).
+ */
 export class StreamTap {
   readonly chunks: string[] = [];
   bytes = 0;
@@ -94,9 +98,9 @@ export class StreamTap {
   private error: unknown;
   private waiters: Array<() => void> = [];
 
-  push(part: ChunkPart<object>): void {
+  push(part: StreamPart): void {
     // held for the flight's followers and then by the cache: a copy, not a view into the upstream's read
-    const s = detached(part.json());
+    const s = part.kind === 'chunk' ? detached(part.json()) : JSON.stringify([part.event, part.data, part.content, part.final]);
     this.chunks.push(s);
     this.bytes += s.length;
     this.wake();
@@ -127,8 +131,17 @@ export class StreamTap {
    * parsed); ends (or throws) as the source did.
    */
   subscribe<C extends object>(onClose: () => void): AsyncIterable<ChunkPart<C>> {
-    let i = 0;
     const head = new PlainHead();
+    return this.reader(onClose, (s) => ChunkPart.fromText<C>(s, head));
+  }
+
+  /** As subscribe, for a log of forwarded events. */
+  subscribeEvents(onClose: () => void): AsyncIterable<EventPart> {
+    return this.reader(onClose, eventFromLog);
+  }
+
+  private reader<P>(onClose: () => void, make: (text: string) => P): AsyncIterable<P> {
+    let i = 0;
     let closed = false;
     const close = (): void => {
       if (closed) return;
@@ -136,12 +149,12 @@ export class StreamTap {
       onClose();
       this.wake();
     };
-    const next = (): Promise<IteratorResult<ChunkPart<C>>> => {
+    const next = (): Promise<IteratorResult<P>> => {
       if (closed) return Promise.resolve({ done: true, value: undefined });
       const s = this.chunks[i];
       if (s !== undefined) {
         i++;
-        return Promise.resolve({ done: false, value: ChunkPart.fromText<C>(s, head) });
+        return Promise.resolve({ done: false, value: make(s) });
       }
       if (this.done) {
         close();
@@ -152,11 +165,17 @@ export class StreamTap {
     return {
       [Symbol.asyncIterator]: () => ({
         next,
-        return: async (): Promise<IteratorResult<ChunkPart<C>>> => {
+        return: async (): Promise<IteratorResult<P>> => {
           close();
           return { done: true, value: undefined };
         },
       }),
     };
   }
+}
+
+/** A forwarded event as the log (and a cached stream) holds it: `[event, data, content, final]`. */
+export function eventFromLog(entry: unknown): EventPart {
+  const [event, data, content, final] = (typeof entry === 'string' ? JSON.parse(entry) : entry) as [string, string, boolean, boolean];
+  return new EventPart(event, data, content, final);
 }

@@ -27,7 +27,7 @@ export function canonicalJson(v: unknown): string {
 }
 
 export interface KeyParts {
-  op: 'chat' | 'completions' | 'embeddings';
+  op: 'chat' | 'completions' | 'embeddings' | 'responses' | 'messages';
   namespace: string;
   model: string;
   /** the model's configured targets, "backend/model" in config order */

@@ -12,7 +12,9 @@ import { Pipeline, type Answer, type CacheControl, type Job, type Services, type
 import type { ChatCompletion, ChatCompletionChunk, ChatRequest } from '../protocol/chat/schema.ts';
 import type { Completion, CompletionRequest } from '../protocol/completions/schema.ts';
 import { encodeEmbeddings, RawEmbeddingResponse, type EmbeddingAnswer, type EmbeddingRequest } from '../protocol/embeddings/schema.ts';
-import type { ChunkPart, DeepReadonly } from '../protocol/stream-part.ts';
+import type { ChunkPart, DeepReadonly, EventPart } from '../protocol/stream-part.ts';
+import type { JsonObject } from '../backends/contract.ts';
+import { nativeCall, nativeOnce, nativeStream, translatedEvents, type IngressRequest } from './ingress.ts';
 import type { Operation, RouteRequest, Router, StreamHooks } from '../router/router.ts';
 import { GatewayError, modelNotFound } from '../errors/gateway-error.ts';
 import { countPrompt } from '../limits/estimate.ts';
@@ -58,6 +60,12 @@ function parsedCommits(c: DeepReadonly<ChatCompletionChunk>): boolean {
     })
   );
 }
+
+/** A forwarded or translated event says itself whether it is content and whether it ends the answer. */
+const eventHooks: StreamHooks<EventPart> = {
+  commits: (p) => p.content,
+  completes: (p) => p.final,
+};
 
 const completionHooks: StreamHooks<ChunkPart<Completion>> = {
   commits: (p) => {
@@ -136,7 +144,7 @@ export class Gateway {
    */
   async countTokens(model: string, prompt: { texts: string[]; fixed: number }, keyName?: string): Promise<number> {
     const p = this.pipeline.principal(keyName);
-    if (p?.models && !p.models.includes(model)) throw modelNotFound(model);
+    if (p?.models && !p.models.includes(this.router.modelKey(model) ?? model)) throw modelNotFound(model);
     const first = this.router.resolve(model)[0];
     const counter = this.services?.tokens;
     if (!counter) return prompt.fixed + Math.ceil(prompt.texts.reduce((n, t) => n + t.length, 0) / 4);
@@ -197,6 +205,50 @@ export class Gateway {
           return llm.completeStream(withUpstreamUsage(req, t.model), ctx);
         },
         completionHooks,
+      ),
+    );
+  }
+
+  /**
+   * A Responses or Messages request's JSON answer (gateway/ingress.ts): natively from a backend
+   * that speaks the protocol, else through its chat method and back.
+   */
+  ingress(req: IngressRequest, info: RequestInfo): Promise<Answer<JsonObject>> {
+    const maxOut = req.maxOutputTokens;
+    const j = job(req.op, req.body, info, req.prompt, outputReserve(maxOut, 1, this.reserveDefault()));
+    let chat: ChatRequest | undefined;
+    return this.pipeline.once(
+      j,
+      (signal) =>
+        this.router.run(route(req.op, req.body.model, info, signal, false, maxOut), async (t, ctx) => {
+          const llm = t.entry.llm;
+          const native = nativeOnce(llm, req.op);
+          if (native) return native(nativeCall(req, t.model, false), ctx);
+          if (!llm.chat) throw missing(t.backend, 'chat');
+          chat ??= req.chat();
+          return req.fromChat(await llm.chat({ ...chat, model: t.model }, ctx));
+        }),
+      req.usageOf,
+    );
+  }
+
+  /** A Responses or Messages request's event stream: forwarded from a native backend, or translated from chat. */
+  ingressStream(req: IngressRequest, info: RequestInfo): Promise<StreamResult<EventPart>> {
+    const maxOut = req.maxOutputTokens;
+    const j = job(req.op, req.body, info, req.prompt, outputReserve(maxOut, 1, this.reserveDefault()));
+    let chat: ChatRequest | undefined;
+    return this.pipeline.events(j, (signal) =>
+      this.router.runStream(
+        route(req.op, req.body.model, info, signal, true, maxOut),
+        async (t, ctx) => {
+          const llm = t.entry.llm;
+          const native = nativeStream(llm, req.op);
+          if (native) return native(nativeCall(req, t.model, true), ctx);
+          if (!llm.chatStream) throw missing(t.backend, 'streaming chat');
+          chat ??= req.chat();
+          return translatedEvents(await llm.chatStream(withUpstreamUsage(chat, t.model), ctx), req.translator());
+        },
+        eventHooks,
       ),
     );
   }

@@ -6,7 +6,8 @@
 import type { AbortLike } from '../lib/abort.ts';
 import type { Chunk, Usage } from './types.ts';
 import { DONE, pollable, withEnd, type Pollable } from '../lib/pollable.ts';
-import { ChunkPart } from '../protocol/stream-part.ts';
+import { ChunkPart, type EventPart } from '../protocol/stream-part.ts';
+import { eventFromLog } from '../cache/flights.ts';
 
 /**
  * Drops the usage chunk (and `usage: null` fields) the client did not ask for; records usage. A
@@ -91,3 +92,40 @@ export async function* replay<C extends object>(chunks: readonly unknown[]): Asy
   for (const c of chunks) yield ChunkPart.of(c as C);
 }
 
+
+/** Records the usage forwarded events tell (cumulative: the last one told wins); parts pass as they are. */
+export function eventUsage(src: AsyncIterable<EventPart>, sink: { value: Usage | undefined }): AsyncIterableIterator<EventPart> {
+  return new EventUsage(src[Symbol.asyncIterator](), sink);
+}
+
+class EventUsage implements AsyncIterableIterator<EventPart>, Pollable<EventPart> {
+  constructor(
+    private readonly it: AsyncIterator<EventPart>,
+    private readonly sink: { value: Usage | undefined },
+  ) {}
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  poll(): IteratorResult<EventPart> | undefined {
+    const r = pollable(this.it)?.poll();
+    if (r !== undefined && !r.done && r.value.usage) this.sink.value = r.value.usage;
+    return r;
+  }
+
+  async next(): Promise<IteratorResult<EventPart>> {
+    const r = await this.it.next();
+    if (!r.done && r.value.usage) this.sink.value = r.value.usage;
+    return r;
+  }
+
+  async return(v?: unknown): Promise<IteratorResult<EventPart>> {
+    return (await this.it.return?.(v)) ?? DONE;
+  }
+}
+
+/** A cached event stream's entries as parts. */
+export async function* replayEvents(entries: readonly unknown[]): AsyncGenerator<EventPart> {
+  for (const e of entries) yield eventFromLog(e);
+}

@@ -21,12 +21,15 @@ import { RawEmbeddingResponse } from '../protocol/embeddings/schema.ts';
 import { Limiter, type Admission, type Principal } from '../limits/limiter.ts';
 import { encodingFor, type TokenCounter } from '../limits/tokens.ts';
 import type { Operation, ResolvedTarget, Routed, Router } from '../router/router.ts';
-import { ended, replay, shapeUsage } from './pipeline-streams.ts';
-import type { ChunkPart } from '../protocol/stream-part.ts';
+import { ended, eventUsage, replay, replayEvents, shapeUsage } from './pipeline-streams.ts';
+import type { ChunkPart, EventPart, StreamPart } from '../protocol/stream-part.ts';
 
 export type { Chunk, Usage } from './types.ts';
 import type { Chunk, Usage } from './types.ts';
 type UsageLike = { prompt_tokens?: number | null | undefined; completion_tokens?: number | null | undefined };
+
+/** A Chat Completions (or legacy completions, embeddings) answer's usage. */
+const chatUsage = (answer: object): UsageLike | null | undefined => (answer as { usage?: UsageLike | null }).usage;
 
 export type CacheStatus = 'hit' | 'miss' | 'bypass';
 
@@ -193,7 +196,11 @@ export class Pipeline {
   }
 
   /** A non-streaming answer. */
-  async once<T extends { usage?: UsageLike | null | undefined }>(job: Job, call: (signal: AbortLike) => Promise<Routed<T>>): Promise<Answer<T>> {
+  /**
+   * A non-streaming answer. `usageOf` reads the answer's usage in the gateway's terms (default: its
+   * Chat Completions `usage`; another protocol's answer names its tokens otherwise).
+   */
+  async once<T extends object>(job: Job, call: (signal: AbortLike) => Promise<Routed<T>>, usageOf: (answer: T) => UsageLike | null | undefined = chatUsage): Promise<Answer<T>> {
     const s = this.s;
     if (!s) return call(job.info.signal);
     const prep = this.prepare(job, false, s);
@@ -212,7 +219,7 @@ export class Pipeline {
       if (!s.cache || key === undefined) {
         const status = this.status(s, prep);
         const r = await call(job.info.signal);
-        adm?.settle(r.result.usage ?? undefined, r.target.target.price);
+        adm?.settle(usageOf(r.result) ?? undefined, r.target.target.price);
         return withServed(r, this.served(adm, status));
       }
       const joined = s.flights.find<Routed<T>>(key);
@@ -236,7 +243,7 @@ export class Pipeline {
       f.result = call(f.signal);
       try {
         const r = await f.result;
-        adm?.settle(r.result.usage ?? undefined, r.target.target.price);
+        adm?.settle(usageOf(r.result) ?? undefined, r.target.target.price);
         s.cache.putJson(key, { backend: r.target.backend, model: r.target.model }, r.result);
         return withServed(r, this.served(adm, status));
       } finally {
@@ -339,15 +346,104 @@ export class Pipeline {
   }
 
   /**
+   * A stream of forwarded events (a client protocol other than chat, served natively or
+   * translated); `open` resolves at the router's commit point. The same steps as `stream`, with
+   * the usage read from the parts that tell it.
+   */
+  async events(job: Job, open: (signal: AbortLike) => Promise<Routed<AsyncIterable<EventPart>>>): Promise<StreamResult<EventPart>> {
+    const sink: { value: Usage | undefined } = { value: undefined };
+    const s = this.s;
+    if (!s) {
+      const r = await open(job.info.signal);
+      return { ...r, result: eventUsage(r.result, sink), usage: sink };
+    }
+    const prep = this.prepare(job, true, s);
+    const { key } = prep;
+    const signal = job.info.signal;
+    if (s.cache && key !== undefined && prep.decision?.use && prep.decision.read) {
+      const hit = await s.cache.get(key);
+      const target = hit?.kind === 'stream' ? this.hitTarget(prep, hit) : undefined;
+      if (hit?.kind === 'stream' && target) {
+        const adm = await this.admit(job, prep, s, false);
+        s.cache.stats.hits++;
+        const served = this.served(adm, 'hit', { age: String(s.cache.age(hit)) });
+        return { result: replayEvents(hit.chunks), usage: sink, target, attempts: 0, upstreamMs: 0, served };
+      }
+    }
+    const adm = await this.admit(job, prep, s, true);
+    try {
+      if (!s.cache || key === undefined) {
+        const status = this.status(s, prep);
+        const r = await open(signal);
+        const price = r.target.target.price;
+        const read = eventUsage(r.result, sink);
+        const result = adm
+          ? ended(read, signal, () => {
+              adm.settle(sink.value, price);
+              adm.release();
+            })
+          : read;
+        return streamAnswer(r, result, sink, this.served(adm, status));
+      }
+      const joined = s.flights.find<Routed<AsyncIterable<EventPart>>>(key);
+      const tap = joined?.tap;
+      if (joined && tap) {
+        const leave = joined.join(signal);
+        let r: Routed<AsyncIterable<EventPart>>;
+        try {
+          r = await joined.result;
+        } catch (err) {
+          leave();
+          throw err;
+        }
+        adm?.settle('refund', undefined);
+        s.cache.stats.hits++;
+        s.cache.stats.coalesced++;
+        const result = ended(tap.subscribeEvents(leave), signal, () => {
+          adm?.release();
+          leave();
+        });
+        const served = this.served(adm, 'hit', { age: '0', 'x-switchyard-coalesced': 'true' });
+        return { ...r, target: free(r.target), attempts: 0, upstreamMs: 0, result, usage: sink, served };
+      }
+      const status = this.status(s, prep);
+      const f = s.flights.start<Routed<AsyncIterable<EventPart>>>(key);
+      const own = new StreamTap();
+      f.tap = own;
+      const leave = f.join(signal);
+      f.result = open(f.signal);
+      let r: Routed<AsyncIterable<EventPart>>;
+      try {
+        r = await f.result;
+      } catch (err) {
+        f.settle();
+        s.flights.end(key, f);
+        leave();
+        throw err;
+      }
+      void this.pump(s, key, f, own, r, adm);
+      const result = ended(eventUsage(own.subscribeEvents(leave), sink), signal, () => {
+        adm?.release();
+        leave();
+      });
+      return streamAnswer(r, result, sink, this.served(adm, status));
+    } catch (err) {
+      adm?.settle('refund', undefined);
+      adm?.release();
+      throw withHeaders(err, adm?.headers);
+    }
+  }
+
+  /**
    * Reads a shared upstream stream into its tap, whoever is listening; then accounts for it (the
    * leader's key pays) and caches it when it ended cleanly.
    */
-  private async pump<C extends Chunk>(
+  private async pump<P extends StreamPart>(
     s: Services,
     key: string,
-    f: Flight<Routed<AsyncIterable<ChunkPart<C>>>>,
+    f: Flight<Routed<AsyncIterable<P>>>,
     tap: StreamTap,
-    r: Routed<AsyncIterable<ChunkPart<C>>>,
+    r: Routed<AsyncIterable<P>>,
     adm: Admission | undefined,
   ): Promise<void> {
     const flight = f as Flight<unknown>;
@@ -355,7 +451,7 @@ export class Pipeline {
     const max = s.cache?.cfg.max_entry_bytes ?? 0;
     try {
       for await (const part of r.result) {
-        const u = part.usage();
+        const u = part.kind === 'chunk' ? (part.usage() as Usage | null | undefined) : part.usage;
         if (u) usage = u;
         tap.push(part);
         // too big to cache: late joiners could not be served from the log either

@@ -10,7 +10,7 @@
  * that hides the loss).
  */
 import { sleepUnlessAborted, type AbortLike } from '../lib/abort.ts';
-import type { CallContext } from '../backends/contract.ts';
+import type { BaseLLM, CallContext } from '../backends/contract.ts';
 import type { BackendRegistry } from '../backends/registry.ts';
 import { clientClosed, upstreamTimeout } from '../backends/upstream/errors.ts';
 import type { Config, PolicyName } from '../config/schema.ts';
@@ -35,7 +35,31 @@ export const systemClock: Clock = {
   sleep: sleepUnlessAborted,
 };
 
-const OP_NAME: Record<Operation, string> = { chat: 'chat completions', completions: 'legacy completions', embeddings: 'embeddings' };
+const OP_NAME: Record<Operation, string> = {
+  chat: 'chat completions',
+  completions: 'legacy completions',
+  embeddings: 'embeddings',
+  responses: 'the Responses API',
+  messages: 'the Messages API',
+};
+
+/** Whether a backend can serve `op`: a native protocol method, or chat to translate through. */
+function serves(llm: BaseLLM, op: Operation): boolean {
+  switch (op) {
+    case 'chat':
+    case 'completions':
+    case 'embeddings':
+      return llm.capabilities[op];
+    case 'responses':
+      return llm.capabilities.chat || llm.responses !== undefined;
+    case 'messages':
+      return llm.capabilities.chat || llm.messages !== undefined;
+    default: {
+      const never: never = op;
+      throw new Error(`unhandled operation ${String(never)}`);
+    }
+  }
+}
 
 export class Router {
   constructor(
@@ -80,7 +104,7 @@ export class Router {
   /** The targets to try, in order: capability and pin filters, then the policy, then capacity. */
   plan(req: RouteRequest): ResolvedTarget[] {
     const m = this.model(req.publicModel).config;
-    let targets = this.resolve(req.publicModel).filter((t) => t.entry.llm.capabilities[req.op]);
+    let targets = this.resolve(req.publicModel).filter((t) => serves(t.entry.llm, req.op));
     if (targets.length === 0) {
       throw new GatewayError('model_not_supported', `The model '${req.publicModel}' does not support ${OP_NAME[req.op]}.`, { param: 'model' });
     }

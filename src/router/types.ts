@@ -3,7 +3,8 @@ import type { AbortLike } from '../lib/abort.ts';
 import type { BackendEntry } from '../backends/registry.ts';
 import type { TargetConfig } from '../config/schema.ts';
 
-export type Operation = 'chat' | 'completions' | 'embeddings';
+/** What a request asks for; `responses` and `messages` are served natively or through chat. */
+export type Operation = 'chat' | 'completions' | 'embeddings' | 'responses' | 'messages';
 
 export interface ResolvedTarget {
   /** the name the client asked for */

@@ -2,14 +2,14 @@
  * Anthropic's Messages API: `POST /v1/messages` (JSON or `stream: true`, `?beta=true` alike) and
  * `POST /v1/messages/count_tokens`.
  *
- * The handler reads and validates the body, then hands it to a MessagesOperation, which routes it
- * and returns either the finished Message or a stream of ready SSE frames. The translated
- * operation (every backend today) turns the request into the canonical chat request and sends it
- * through the gateway's chat operation, so routing, failover before the commit point, breaker,
- * limits, cache, coalescing, metrics, logs and cost apply as for chat. A native operation (bytes
- * passed through to `anthropic` backends) plugs in as another MessagesOperation.
+ * The handler reads and validates the body and hands it to the gateway as an IngressRequest
+ * (gateway/ingress.ts): each target is reached natively when its backend speaks the Messages API
+ * (`anthropic`: the body with only `model` replaced, the stream's events forwarded as they came),
+ * else through the canonical chat form (protocol/messages), all in one attempt chain — so routing,
+ * failover between native and translated targets before the commit point, breaker, limits,
+ * cache, coalescing, metrics, logs and cost apply as for chat.
  *
- * Streams: the head and `message_start` are written only once the operation has resolved (the
+ * Streams: the head and the first events are written only once the gateway's stream resolved (the
  * router's commit point: failures before it failed over or became a normal error answer). A
  * failure after it ends the stream with one `error` event and no `message_stop`, so the loss is
  * visible. A client that goes away stops the pull and aborts the upstream (the request's signal).
@@ -22,26 +22,28 @@
 import type { ServerResponse } from 'node:http';
 import type { Deps } from '../deps.ts';
 import type { Exchange } from '../exchange.ts';
-import type { Gateway, RequestInfo } from '../../gateway/operations.ts';
-import type { Routed } from '../../router/router.ts';
-import type { ChatCompletionChunk } from '../../protocol/chat/schema.ts';
+import type { JsonObject } from '../../backends/contract.ts';
+import type { IngressRequest } from '../../gateway/ingress.ts';
+import { EventPart, sseText } from '../../protocol/stream-part.ts';
 import {
   chatToMessage,
   ChatToMessagesStream,
   countTokensResponse,
   errorFrame,
+  isContentEvent,
   messagesPrompt,
   messagesToChat,
   parseCountTokensRequest,
   parseMessagesRequest,
   sse,
-  type MessagesMessage,
+  usageFromMessage,
   type MessagesRequest,
+  type MessagesStreamEvent,
   type ToChatOptions,
 } from '../../protocol/messages/index.ts';
 import { clientClosed } from '../../backends/upstream/errors.ts';
 import { asGatewayError, type GatewayError } from '../../errors/gateway-error.ts';
-import { costUsd, type TokenUsage } from '../../telemetry/cost.ts';
+import { costUsd } from '../../telemetry/cost.ts';
 import { readJsonBody } from '../body.ts';
 import { abandonIfStuck, answerHeaders, sendJson } from '../direct.ts';
 import { markRouted, markUsage, requestInfo } from '../respond.ts';
@@ -50,43 +52,6 @@ import { markRouted, markUsage, requestInfo } from '../respond.ts';
 const PING_MS = 15_000;
 const WARNINGS_HEADER = 'x-switchyard-warnings';
 const WARNINGS_MAX = 1024;
-
-/** A finished answer: the Message as the client gets it, who served it, its usage for cost. */
-export interface MessagesOnce {
-  routed: Routed<unknown>;
-  message: MessagesMessage;
-  usage: TokenUsage | null | undefined;
-  warnings: readonly string[];
-}
-
-/** A stream past its commit point: the SSE frames to write, in order; usage once it ended. */
-export interface MessagesStream {
-  routed: Routed<unknown>;
-  frames: AsyncIterable<string>;
-  usage: { readonly value: TokenUsage | undefined };
-  /** known before the first frame (the header); more may come with the stream (the log only) */
-  warnings: readonly string[];
-  /** everything dropped on the way, read once the stream ended */
-  allWarnings(): readonly string[];
-}
-
-/** How a Messages request is served. Throws what becomes an error answer (before the commit point). */
-export interface MessagesOperation {
-  once(deps: Deps, req: MessagesRequest, info: RequestInfo): Promise<MessagesOnce>;
-  stream(deps: Deps, req: MessagesRequest, info: RequestInfo): Promise<MessagesStream>;
-}
-
-/** An element of the gateway's chat stream. */
-type ChatStreamItem = Awaited<ReturnType<Gateway['chatStream']>>['result'] extends AsyncIterable<infer I> ? I : never;
-
-/**
- * The one place a chat stream element becomes a chat chunk (ours to keep: it is never forwarded):
- * a stream part's chunk taken for editing (stream-part.ts `chunkOf`), or the chunk itself.
- */
-function asChunk(item: ChatStreamItem): ChatCompletionChunk {
-  const i = item as unknown as { kind?: unknown; edit?: () => ChatCompletionChunk };
-  return i.kind === 'chunk' && typeof i.edit === 'function' ? i.edit() : (item as unknown as ChatCompletionChunk);
-}
 
 /** Translation options from the backend types the model's targets have. */
 function toChatOptions(deps: Deps, model: string): ToChatOptions {
@@ -97,36 +62,65 @@ function toChatOptions(deps: Deps, model: string): ToChatOptions {
   return { reasoningContent: allLlama, topK: allLlama };
 }
 
-async function* framesOf(src: AsyncIterable<ChatStreamItem>, conv: ChatToMessagesStream): AsyncGenerator<string> {
-  yield conv.start().map(sse).join('');
-  for await (const item of src) {
-    const events = conv.push(asChunk(item));
-    if (events.length > 0) yield events.map(sse).join('');
+/** The Anthropic headers a native upstream should see, as the client sent them. */
+function protocolHeaders(x: Exchange): Record<string, string> | undefined {
+  let out: Record<string, string> | undefined;
+  for (const name of ['anthropic-version', 'anthropic-beta']) {
+    const v = x.incoming.headers[name];
+    const value = Array.isArray(v) ? v.join(',') : v;
+    if (value !== undefined && value !== '') (out ??= {})[name] = value;
   }
-  yield conv.finish().map(sse).join('');
+  return out;
 }
 
-/** Through the canonical chat form and the gateway's chat operation: every backend type. */
-export const translated: MessagesOperation = {
-  async once(deps, req, info) {
-    const { chat, warnings } = messagesToChat(req, toChatOptions(deps, req.model));
-    const r = await deps.gateway.chat(chat, info);
-    const m = chatToMessage(r.result, { model: req.model, stopSequences: req.stop_sequences });
-    return { routed: r, message: m.message, usage: r.result.usage, warnings: [...warnings, ...m.warnings] };
-  },
-  async stream(deps, req, info) {
-    const { chat, warnings } = messagesToChat(req, toChatOptions(deps, req.model));
-    const s = await deps.gateway.chatStream(chat, info);
-    const conv = new ChatToMessagesStream({ model: req.model, stopSequences: req.stop_sequences });
-    return {
-      routed: s,
-      frames: framesOf(s.result, conv),
-      usage: s.usage,
-      warnings,
-      allWarnings: () => [...warnings, ...conv.warnings],
-    };
-  },
-};
+/** A translated event as a part: content from the first content block on, final at message_stop. */
+function eventPart(ev: MessagesStreamEvent): EventPart {
+  return new EventPart(ev.type, JSON.stringify(ev), isContentEvent(ev), ev.type === 'message_stop');
+}
+
+/**
+ * The request as the gateway runs it (gateway/ingress.ts): natively to a backend that speaks the
+ * Messages API, else through chat. What a translation drops is added to `warnings`.
+ */
+function ingressRequest(deps: Deps, x: Exchange, req: MessagesRequest, warnings: string[]): IngressRequest {
+  const publicModel = req.model;
+  return {
+    op: 'messages',
+    body: req as unknown as IngressRequest['body'],
+    headers: protocolHeaders(x),
+    chat: () => {
+      const t = messagesToChat(req, toChatOptions(deps, publicModel));
+      warnings.push(...t.warnings);
+      return t.chat;
+    },
+    fromChat: (completion) => {
+      const m = chatToMessage(completion, { model: publicModel, stopSequences: req.stop_sequences });
+      warnings.push(...m.warnings);
+      return m.message as unknown as JsonObject;
+    },
+    translator: () => {
+      const conv = new ChatToMessagesStream({ model: publicModel, stopSequences: req.stop_sequences });
+      return {
+        start: () => conv.start().map(eventPart),
+        push: (chunk) => conv.push(chunk).map(eventPart),
+        finish: (usage) => {
+          const parts = conv.finish().map(eventPart);
+          const last = parts.at(-1);
+          if (last) last.usage = usage;
+          warnings.push(...conv.warnings);
+          return parts;
+        },
+      };
+    },
+    usageOf: (answer) => usageFromMessage(answer),
+    prompt: messagesPrompt(req),
+    maxOutputTokens: req.max_tokens,
+  };
+}
+
+async function* framesOf(parts: AsyncIterable<EventPart>): AsyncGenerator<string> {
+  for await (const part of parts) yield sseText(part);
+}
 
 /** The warnings as one header value: printable ASCII, at most WARNINGS_MAX characters. */
 function warningsHeader(warnings: readonly string[]): string {
@@ -141,7 +135,7 @@ function noteWarnings(x: Exchange, warnings: readonly string[], header: boolean)
   if (header) x.out[WARNINGS_HEADER] = warningsHeader(warnings);
 }
 
-export function messagesHandler(deps: Deps, op: MessagesOperation = translated) {
+export function messagesHandler(deps: Deps) {
   return async (x: Exchange): Promise<void> => {
     const body = await readJsonBody(x, deps.config.server.max_body_bytes);
     const req = parseMessagesRequest(body);
@@ -150,11 +144,14 @@ export function messagesHandler(deps: Deps, op: MessagesOperation = translated) 
     log.stream = req.stream === true;
     x.out['request-id'] = x.requestId;
     const info = requestInfo(x);
+    const warnings: string[] = [];
+    const ing = ingressRequest(deps, x, req, warnings);
     if (req.stream === true) {
-      const s = await op.stream(deps, req, info);
-      markRouted(x, s.routed);
-      noteWarnings(x, s.warnings, true);
-      writeFrames(x.outgoing, answerHeaders(x), s.frames, deps.config.server.send_timeout_ms, {
+      const s = await deps.gateway.ingressStream(ing, info);
+      // the commit point is behind us: what the translation dropped so far is known
+      markRouted(x, s);
+      noteWarnings(x, warnings, true);
+      writeFrames(x.outgoing, answerHeaders(x), framesOf(s.result), deps.config.server.send_timeout_ms, {
         onFirst: () => {
           log.ttftMs = performance.now() - log.startedAt;
         },
@@ -163,17 +160,17 @@ export function messagesHandler(deps: Deps, op: MessagesOperation = translated) 
           log.promptTokens = u?.prompt_tokens ?? undefined;
           log.completionTokens = u?.completion_tokens ?? undefined;
           log.costUsd = log.cache === 'hit' ? 0 : costUsd(u, log.price);
-          noteWarnings(x, s.allWarnings(), false);
+          noteWarnings(x, warnings, false);
           if (err) log.errorCode = err.code ?? err.type;
         },
       });
       return;
     }
-    const r = await op.once(deps, req, info);
-    markRouted(x, r.routed);
-    markUsage(x, r.usage);
-    noteWarnings(x, r.warnings, true);
-    sendJson(x, 200, r.message, deps.config.server.send_timeout_ms);
+    const r = await deps.gateway.ingress(ing, info);
+    markRouted(x, r);
+    markUsage(x, usageFromMessage(r.result));
+    noteWarnings(x, warnings, true);
+    sendJson(x, 200, r.result, deps.config.server.send_timeout_ms);
   };
 }
 

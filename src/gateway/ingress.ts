@@ -1,0 +1,86 @@
+/**
+ * A client protocol other than chat (OpenAI's Responses API, Anthropic's Messages API) as one
+ * request through the pipeline and the router. Each target is reached the best way it can be:
+ * natively when its backend speaks the protocol (the client's body with only `model` replaced, the
+ * answer or its events forwarded), else translated through the canonical chat form. Both kinds of
+ * target are in one attempt chain, so a request fails over between them before its commit point.
+ *
+ * The protocol folders (protocol/responses, protocol/messages) provide the translations; the route
+ * builds an IngressRequest from them; this file runs it.
+ */
+import type { BaseLLM, CallContext, JsonObject, NativeCall } from '../backends/contract.ts';
+import type { ChatCompletion, ChatCompletionChunk, ChatRequest } from '../protocol/chat/schema.ts';
+import { chunkOf, type ChunkPart, type EventPart, type PartUsage } from '../protocol/stream-part.ts';
+import type { Job } from './pipeline.ts';
+import type { Usage } from './types.ts';
+
+/** A protocol's stream translator, as the gateway drives it: chat chunks in, the protocol's events out. */
+export interface EventTranslator {
+  /** the events before any content (`response.created`, `message_start`, …) */
+  start(): EventPart[];
+  push(chunk: ChatCompletionChunk): EventPart[];
+  /** the closing events; the last one is final and carries `usage` */
+  finish(usage: PartUsage | undefined): EventPart[];
+}
+
+/** One request of a client protocol other than chat, ready for the gateway. */
+export interface IngressRequest {
+  op: 'responses' | 'messages';
+  /** the client's body: what a native backend gets (with its model name), and the cache key's part */
+  body: JsonObject & { model: string; temperature?: number | null | undefined };
+  /** protocol headers the client sent that a native upstream should see */
+  headers?: Record<string, string> | undefined;
+  /** the canonical chat request, for a translating backend (called at most once, when one is tried) */
+  chat(): ChatRequest;
+  /** a translated answer in the client's protocol */
+  fromChat(completion: ChatCompletion): JsonObject;
+  /** a new translator for one translated stream */
+  translator(): EventTranslator;
+  /** a JSON answer's usage in the gateway's terms */
+  usageOf(answer: JsonObject): Usage | undefined;
+  /** the prompt, for the token reservation */
+  prompt: Job['prompt'];
+  /** the client's output limit (max_output_tokens / max_tokens), for the reservation and the cost policy */
+  maxOutputTokens: number | undefined;
+}
+
+type NativeOnce = (call: NativeCall, ctx: CallContext) => Promise<JsonObject>;
+type NativeStream = (call: NativeCall, ctx: CallContext) => Promise<AsyncIterable<EventPart>>;
+
+/** The backend's own method for this protocol's JSON answer, or undefined (translate). */
+export function nativeOnce(llm: BaseLLM, op: IngressRequest['op']): NativeOnce | undefined {
+  const m = op === 'responses' ? llm.responses : llm.messages;
+  return m?.bind(llm);
+}
+
+/** The backend's own method for this protocol's stream, or undefined (translate). */
+export function nativeStream(llm: BaseLLM, op: IngressRequest['op']): NativeStream | undefined {
+  const m = op === 'responses' ? llm.responsesStream : llm.messagesStream;
+  return m?.bind(llm);
+}
+
+/** The client's body with the backend's model name (and `stream` as the call wants it). */
+export function nativeCall(req: IngressRequest, model: string, stream: boolean): NativeCall {
+  const body: JsonObject = {};
+  for (const k in req.body) body[k] = req.body[k];
+  body.model = model;
+  if (stream) body.stream = true;
+  else delete body.stream;
+  return { body, headers: req.headers };
+}
+
+/**
+ * A translating backend's chat stream as the protocol's events: the translator's opening events,
+ * then its events for each chunk, then its closing ones with the stream's usage. A failure of the
+ * chat stream passes through (the route ends the client's stream with the protocol's error event).
+ */
+export async function* translatedEvents(chunks: AsyncIterable<ChunkPart<ChatCompletionChunk>>, tr: EventTranslator): AsyncGenerator<EventPart> {
+  yield* tr.start();
+  let usage: PartUsage | undefined;
+  for await (const part of chunks) {
+    const chunk = chunkOf(part);
+    if (chunk.usage) usage = chunk.usage;
+    yield* tr.push(chunk);
+  }
+  yield* tr.finish(usage);
+}
