@@ -11,6 +11,8 @@
  * `Authorization: Bearer`) → 401; missing or unknown `anthropic-version` → 400; unknown route →
  * 404; invalid body → 400; then the next queued behaviour, else the default (a text reply
  * "echo: <last user text>"). A `reply` is streamed when the request asked for `stream: true`.
+ * Beta-only top-level fields (`context_management`) are accepted when `anthropic-beta` names
+ * their beta, as the API does.
  */
 import http from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -25,6 +27,8 @@ export interface RecordedRequest {
   path: string;
   headers: Record<string, string | string[] | undefined>;
   body: unknown;
+  /** the body's text as it arrived */
+  raw: string;
 }
 
 export type FakeBlock =
@@ -55,8 +59,8 @@ export type AnthropicBehaviour =
       delayMs?: number;
     }
   | { kind: 'error'; status: number; type: string; message: string; headers?: Record<string, string> }
-  /** raw SSE events, sent as they are (for recorded sequences) */
-  | { kind: 'events'; events: Array<{ event: string; data: unknown }> };
+  /** raw SSE events, sent as they are (for recorded sequences); `text` is sent in place of `data`'s JSON */
+  | { kind: 'events'; events: Array<{ event: string; data?: unknown; text?: string }> };
 
 export interface FakeAnthropic {
   /** 'http://127.0.0.1:<port>' (the SDK adds /v1/messages) */
@@ -96,6 +100,18 @@ function fragments(json: string): string[] {
   const size = Math.ceil(json.length / Math.max(1, n));
   const out: string[] = [];
   for (let i = 0; i < json.length; i += size) out.push(json.slice(i, i + size));
+  return out;
+}
+
+/** Top-level fields the API takes only with their beta named in `anthropic-beta`. */
+const BETA_FIELDS: Record<string, string> = { context_management: 'context-management-2025-06-27' };
+
+/** The body without the beta fields its `anthropic-beta` header enables (validated as the rest). */
+function withoutBetaFields(body: unknown, beta: string | string[] | undefined): unknown {
+  const betas = String(beta ?? '').split(',').map((s) => s.trim());
+  if (!isRecord(body)) return body;
+  const out = { ...body };
+  for (const [field, name] of Object.entries(BETA_FIELDS)) if (betas.includes(name)) delete out[field];
   return out;
 }
 
@@ -154,7 +170,7 @@ class FakeAnthropicImpl implements FakeAnthropic {
       body = undefined;
     }
     const path = (req.url ?? '/').split('?')[0] ?? '/';
-    this.requests.push({ method: req.method ?? '', path, headers: { ...req.headers }, body });
+    this.requests.push({ method: req.method ?? '', path, headers: { ...req.headers }, body, raw });
     const send = (status: number, payload: string, headers: Record<string, string> = {}): void => {
       res.writeHead(status, { 'content-type': 'application/json', 'request-id': id('req_'), ...headers });
       res.end(payload);
@@ -177,7 +193,7 @@ class FakeAnthropicImpl implements FakeAnthropic {
       return send(400, errorBody('invalid_request_error', 'content-type must be application/json'));
     }
     if (body === undefined) return send(400, errorBody('invalid_request_error', 'request body is not valid JSON'));
-    const problem = validateMessagesRequest(body, version);
+    const problem = validateMessagesRequest(withoutBetaFields(body, req.headers['anthropic-beta']), version);
     if (problem) return send(400, errorBody('invalid_request_error', problem));
 
     const b = body as Json;
@@ -240,7 +256,7 @@ class FakeAnthropicImpl implements FakeAnthropic {
 
   private async sse(
     res: ServerResponse,
-    events: Array<{ event: string; data: unknown }>,
+    events: Array<{ event: string; data?: unknown; text?: string }>,
     o: { errorAfter?: { deltas: number; type: string; message: string }; dropAfter?: number; delayMs?: number; headers?: Record<string, string> },
   ): Promise<void> {
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'request-id': id('req_'), ...o.headers });
@@ -253,7 +269,7 @@ class FakeAnthropicImpl implements FakeAnthropic {
     for (const e of events) {
       if (res.destroyed) return;
       if (o.delayMs) await sleep(o.delayMs);
-      res.write(`event: ${e.event}\ndata: ${JSON.stringify(e.data)}\n\n`);
+      res.write(`event: ${e.event}\ndata: ${e.text ?? JSON.stringify(e.data)}\n\n`);
       if (e.event !== 'content_block_delta') continue;
       deltas++;
       if (o.errorAfter && deltas >= o.errorAfter.deltas) {

@@ -5,6 +5,8 @@
  * would record prompts) and one pooled keep-alive undici dispatcher per backend. The translation
  * itself lives in pure functions: backends/anthropic/translate.ts (requests), backends/anthropic/response.ts
  * (responses, usage) and backends/anthropic/stream.ts (stream events → chunks).
+ * A `/v1/messages` client's own requests take the native path instead (backends/anthropic/native.ts):
+ * no SDK, the gateway's undici client on the same Agent, the body and the events as they came.
  *
  * The SDK is imported by load(), not with the gateway: it adds about 35 MB of resident memory,
  * which a gateway without an anthropic backend should not carry. The registry runs load() before
@@ -14,16 +16,18 @@
 import type Anthropic from '@anthropic-ai/sdk';
 import type { MessageCreateParamsNonStreaming, MessageCreateParamsStreaming } from '@anthropic-ai/sdk/resources/messages';
 import { Agent, fetch as undiciFetch } from 'undici';
-import { DEFAULT_ANTHROPIC_VERSION, type AnthropicBackendConfig } from '../../config/schema.ts';
+import { DEFAULT_ANTHROPIC_VERSION, DEFAULT_MAX_RESPONSE_BYTES, type AnthropicBackendConfig } from '../../config/schema.ts';
 import { GatewayError } from '../../errors/gateway-error.ts';
 import type { ChatCompletion, ChatCompletionChunk, ChatRequest } from '../../protocol/chat/schema.ts';
-import { ChunkPart } from '../../protocol/stream-part.ts';
+import { ChunkPart, type EventPart } from '../../protocol/stream-part.ts';
 import type { Logger } from '../../telemetry/logger.ts';
+import { fromAnthropicStatus } from './errors.ts';
+import { NativeMessages } from './native.ts';
 import { anthropicMessageSchema, streamError, toChatCompletion } from './response.ts';
 import { toChatChunks } from './stream.ts';
 import { toAnthropicRequest, type AnthropicRequest } from './translate.ts';
-import type { BackendHealth, BaseLLM, CallContext, Capabilities } from '../contract.ts';
-import { fromUpstreamStatus, redact, retryAfterSeconds, upstreamMalformed, upstreamUnreachable } from '../upstream/errors.ts';
+import type { BackendHealth, BaseLLM, CallContext, Capabilities, JsonObject, NativeCall } from '../contract.ts';
+import { redact, retryAfterSeconds, upstreamMalformed, upstreamUnreachable } from '../upstream/errors.ts';
 
 type ClientOptions = NonNullable<ConstructorParameters<typeof Anthropic>[0]>;
 
@@ -48,6 +52,8 @@ export class AnthropicBackend implements BaseLLM {
   private readonly version: string;
   /** Dropped parameter names already warned about (later drops are logged at debug level). */
   private readonly warned = new Set<string>();
+  /** The native Messages API path (no SDK), on the same Agent. */
+  private readonly native: NativeMessages;
 
   constructor(
     readonly id: string,
@@ -82,6 +88,17 @@ export class AnthropicBackend implements BaseLLM {
       logLevel: 'off',
       openTelemetry: false,
     };
+    this.native = new NativeMessages({
+      backend: id,
+      baseUrl: normalizeBaseURL(cfg.base_url),
+      dispatcher: this.dispatcher,
+      apiKey,
+      version: versionHeader ?? cfg.anthropic_version,
+      headers: extra,
+      secrets: this.secrets,
+      // the SDK path has no cap of its own; the native path takes the gateway's default one
+      maxResponseBytes: DEFAULT_MAX_RESPONSE_BYTES,
+    });
   }
 
   /** Imports the SDK and builds the client (once); the gateway awaits it before it serves. */
@@ -110,6 +127,15 @@ export class AnthropicBackend implements BaseLLM {
     const events = await this.call(async () => (await this.client()).messages.create(params, this.opts(ctx)));
     const chunks = toChatChunks(events, { backend: this.id, secrets: this.secrets, includeUsage: req.stream_options?.include_usage === true });
     return this.mapStream(chunks);
+  }
+
+  /** A `/v1/messages` client's body, forwarded as it came (native.ts). */
+  messages(call: NativeCall, ctx: CallContext): Promise<JsonObject> {
+    return this.native.messages(call, ctx);
+  }
+
+  messagesStream(call: NativeCall, ctx: CallContext): Promise<AsyncIterable<EventPart>> {
+    return this.native.messagesStream(call, ctx);
   }
 
   async health(ctx: CallContext): Promise<BackendHealth> {
@@ -178,20 +204,12 @@ export class AnthropicBackend implements BaseLLM {
       if (err instanceof Anthropic.APIError) {
         // An `error` event inside the SSE stream has no HTTP status.
         if (err.status === undefined) return streamError(this.id, err.type, err.apiMessage, this.secrets);
-        const message = err.apiMessage ?? undefined;
-        if (err.status === 402 || err.type === 'billing_error') {
-          // The gateway's Anthropic account cannot pay: not the client's fault; another target may serve.
-          return new GatewayError(
-            'upstream_auth_failed',
-            `Backend "${this.id}" refused the request for billing reasons (upstream status ${err.status}${message ? `: ${redact(message, this.secrets)}` : ''}).`,
-            { backend: this.id },
-          );
-        }
-        const code = err.errorCode ?? (err.status === 400 && message && /prompt is too long/i.test(message) ? 'context_length_exceeded' : null);
-        return fromUpstreamStatus({
+        return fromAnthropicStatus({
           backend: this.id,
           status: err.status,
-          error: { message, type: err.type ?? undefined, code },
+          type: err.type,
+          message: err.apiMessage,
+          errorCode: err.errorCode,
           retryAfter: err.headers ? retryAfterSeconds((n) => err.headers?.get(n)) : undefined,
           secrets: this.secrets,
         });
