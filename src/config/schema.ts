@@ -57,6 +57,8 @@ export const openaiBackendSchema = z.strictObject({
   max_connections: positiveInt.default(256),
   /** Largest upstream response body read (a non-streamed answer, or one event of a stream); larger is a 502. */
   max_response_bytes: positiveInt.default(DEFAULT_MAX_RESPONSE_BYTES),
+  /** This upstream serves POST {base_url}/responses: Responses requests go to it natively (default false: translated). */
+  responses: z.boolean().optional(),
   ...timeouts,
 });
 
