@@ -3,58 +3,48 @@
  * (`GET /v1/responses/{id}`, `GET …/{id}/input_items`, `DELETE /v1/responses/{id}`).
  *
  * A create request is validated, its `previous_response_id` expanded from the responses store
- * (per API key: another key's id is as unknown as a missing one), and then answered by a
- * ResponsesOperation. Today every backend is reached by the translated one: the request becomes
- * the canonical chat request (protocol/responses toChat) and goes through the gateway's chat
- * operation, so routing, failover, breaker, limits, cache, coalescing, metrics, logs and cost apply
- * as to chat. What the translation left out is listed in the log line and in the
- * `x-switchyard-warnings` header.
+ * (per API key: another key's id is as unknown as a missing one), and handed to the gateway as an
+ * IngressRequest (gateway/ingress.ts): each target is reached natively when its backend speaks the
+ * Responses API (an `openai` backend with `responses: true`: the client's body with only `model`
+ * replaced and the conversation expanded, its events forwarded as they came), else through the
+ * canonical chat form (protocol/responses), all in one attempt chain — so routing, failover
+ * between native and translated targets before the commit point, breaker, limits, cache (only
+ * `store: false` requests), coalescing, metrics, logs and cost apply as to chat. What a translation
+ * left out is listed in the log line and in the `x-switchyard-warnings` header.
  *
  * Streams: the head and `response.created` / `response.in_progress` are written only once the
- * gateway's chat stream resolved (its commit point: failures before it failed over or became a
+ * gateway's stream resolved (its commit point: failures before it failed over or became a
  * normal error answer). After that a failure ends the stream with the event the protocol layer
  * gives (`error` once output began), never with a clean end. A client that goes away aborts the
  * upstream through the request's signal.
  */
 import type { Deps } from '../deps.ts';
 import { GatewayError, asGatewayError, invalidRequest } from '../../errors/gateway-error.ts';
-import type { ChatCompletionChunk, ChatRequest } from '../../protocol/chat/schema.ts';
 import {
   fromChat,
+  isContentEvent,
   newResponseId,
   parseResponsesRequest,
   ResponsesStream,
-  sse,
+  TERMINAL_EVENTS,
   toChat,
+  usageFromResponse,
   type InputItem,
   type Response,
   type ResponseContext,
   type ResponsesRequest,
   type ResponseStreamEvent,
 } from '../../protocol/responses/index.ts';
+import type { JsonObject } from '../../backends/contract.ts';
+import type { IngressRequest } from '../../gateway/ingress.ts';
+import type { StreamResult } from '../../gateway/operations.ts';
 import { inputItemsOf, listInputItems, nextHistory, type ResponsesStore, type StoredResponse } from '../../gateway/responses-store.ts';
-import { chunkOf, type ChunkPart } from '../../protocol/stream-part.ts';
+import { EventPart, sseText } from '../../protocol/stream-part.ts';
 import { costUsd } from '../../telemetry/cost.ts';
 import { readJsonBody } from '../body.ts';
 import { abandonIfStuck, answerHeaders, sendJson } from '../direct.ts';
 import type { Exchange } from '../exchange.ts';
 import { markRouted, markUsage, requestInfo } from '../respond.ts';
-
-/** One create request, ready for an operation: validated, its conversation loaded. */
-export interface Turn {
-  req: ResponsesRequest;
-  /** id, creation time, public model name: fixed when the request arrived */
-  ctx: ResponseContext;
-  /** the stored conversation of `previous_response_id` (oldest first), else empty */
-  history: readonly InputItem[];
-  /** this request's input as items, each with an id (as `input_items` lists them) */
-  inputItems: InputItem[];
-  /** keeps the finished response when the request asked to (`store` ≠ false); never throws */
-  keep(response: Response): Promise<void>;
-}
-
-/** Answers a create request (JSON or SSE) for one way to a backend. */
-export type ResponsesOperation = (deps: Deps, x: Exchange, turn: Turn) => Promise<void>;
 
 const OWNER_WITHOUT_KEY = 'anonymous';
 /** Bound of the `x-switchyard-warnings` header value. */
@@ -65,11 +55,6 @@ const SSE_HEADERS: Readonly<Record<string, string>> = {
   'cache-control': 'no-cache, no-transform',
   'x-accel-buffering': 'no',
 };
-
-/** The chat stream's element as a chat chunk: the only place that reads the stream's item type. */
-function asChunk(part: ChunkPart<ChatCompletionChunk>): ChatCompletionChunk {
-  return chunkOf(part);
-}
 
 function storeOf(deps: Deps): ResponsesStore {
   return deps.responses;
@@ -120,132 +105,181 @@ export function createResponseHandler(deps: Deps) {
     const history = (previous?.history ?? []).filter(isItem);
     const inputItems = inputItemsOf(req.input);
     const ctx: ResponseContext = { id: newResponseId(), createdAt: Math.floor(Date.now() / 1000), model: req.model, request: req };
-    const turn: Turn = {
-      req,
-      ctx,
-      history,
-      inputItems,
-      keep: async (response) => {
-        if (req.store === false) return;
-        const rec: StoredResponse = { response: response as unknown as Record<string, unknown>, inputItems, history: nextHistory(previous, req.input, response.output) };
-        let why: string;
-        try {
-          const r = await storeOf(deps).put(who, ctx.id, rec);
-          if (r.stored) return;
-          why = `${r.reason} (${r.bytes} bytes)`;
-        } catch (err) {
-          const e = asGatewayError(err);
-          why = e.code ?? e.type;
-        }
-        deps.logger.warn('response not stored', { request_id: x.requestId, reason: why });
-      },
+    const keep = async (response: Response): Promise<void> => {
+      if (req.store === false) return;
+      const rec: StoredResponse = { response: response as unknown as Record<string, unknown>, inputItems, history: nextHistory(previous, req.input, response.output) };
+      // a native upstream names its own responses: the client continues from the id it was given
+      const id = typeof response.id === 'string' && response.id !== '' ? response.id : ctx.id;
+      let why: string;
+      try {
+        const r = await storeOf(deps).put(who, id, rec);
+        if (r.stored) return;
+        why = `${r.reason} (${r.bytes} bytes)`;
+      } catch (err) {
+        const e = asGatewayError(err);
+        why = e.code ?? e.type;
+      }
+      deps.logger.warn('response not stored', { request_id: x.requestId, reason: why });
     };
-    await operationFor(deps, req)(deps, x, turn);
+    const warnings: string[] = [];
+    const ing = ingressRequest(req, ctx, history, warnings);
+    const info = requestInfo(x);
+    // a stored response is a new object per request: served from the cache it would repeat an id
+    if (req.store !== false) info.cacheControl = { noCache: true, noStore: true };
+    if (req.stream === true) {
+      const s = await deps.gateway.ingressStream(ing, info);
+      // the commit point is behind us: what the translation dropped so far is known
+      markRouted(x, s);
+      noteWarnings(x, warnings, true);
+      await writeEvents(deps, x, s, keep);
+      noteWarnings(x, warnings, false);
+      return;
+    }
+    const r = await deps.gateway.ingress(ing, info);
+    markRouted(x, r);
+    markUsage(x, usageFromResponse(r.result));
+    noteWarnings(x, warnings, true);
+    await keep(r.result as unknown as Response);
+    sendJson(x, 200, r.result, deps.config.server.send_timeout_ms);
   };
 }
 
-/** The way to the backend for this request (the native pass-through joins here). */
-function operationFor(_deps: Deps, _req: ResponsesRequest): ResponsesOperation {
-  return translated;
+function noteWarnings(x: Exchange, warnings: readonly string[], header: boolean): void {
+  if (warnings.length === 0) return;
+  x.log.warnings = [...warnings];
+  if (header) x.out['x-switchyard-warnings'] = warningsHeader(warnings);
 }
 
-/** Through the gateway's chat operation, translated both ways. */
-const translated: ResponsesOperation = async (deps, x, turn) => {
-  const byId = new Map<string, InputItem>();
-  for (const item of turn.history) if (typeof item.id === 'string') byId.set(item.id, item);
-  const { chat, warnings, names } = toChat(turn.req, { history: turn.history, resolveItem: (id) => byId.get(id) });
-  turn.ctx.names = names;
-  if (warnings.length > 0) {
-    x.log.warnings = warnings;
-    x.out['x-switchyard-warnings'] = warningsHeader(warnings);
-  }
-  if (turn.req.stream === true) return translatedStream(deps, x, turn, chat);
-  const r = await deps.gateway.chat(chat, requestInfo(x));
-  markRouted(x, r);
-  markUsage(x, r.result.usage);
-  const response = fromChat(r.result, turn.ctx);
-  await turn.keep(response);
-  sendJson(x, 200, response, deps.config.server.send_timeout_ms);
-};
+/** A translated event as a part: content from the commit point kinds on, final at the terminal events. */
+function eventPart(ev: ResponseStreamEvent): EventPart {
+  return new EventPart(ev.type, JSON.stringify(ev), isContentEvent(ev), TERMINAL_EVENTS.has(ev.type));
+}
 
-async function translatedStream(deps: Deps, x: Exchange, turn: Turn, chat: ChatRequest): Promise<void> {
-  const s = await deps.gateway.chatStream(chat, requestInfo(x));
-  // the commit point is behind us: from here the answer is this stream
-  markRouted(x, s);
-  const log = x.log;
-  const out = new EventWriter(x, deps.config.server.send_timeout_ms, s.result[Symbol.asyncIterator]());
-  const rs = new ResponsesStream(turn.ctx);
-  let ended: ResponseStreamEvent[] | undefined;
-  try {
-    await out.write(rs.start());
-    for (;;) {
-      const r = await out.next();
-      if (r === undefined) break;
-      await out.write(rs.push(asChunk(r)));
-      if (log.ttftMs === undefined && rs.committed) log.ttftMs = performance.now() - log.startedAt;
+/**
+ * The request as the gateway runs it (gateway/ingress.ts). A native backend gets the client's
+ * body with `previous_response_id` expanded from the gateway's own store (the conversation's items
+ * ahead of this input), so a conversation continues on any target; a translating one gets the
+ * canonical chat request. What a translation drops is added to `warnings`.
+ */
+function ingressRequest(req: ResponsesRequest, ctx: ResponseContext, history: readonly InputItem[], warnings: string[]): IngressRequest {
+  let nativeBody = req as unknown as IngressRequest['body'];
+  if (req.previous_response_id) {
+    const input = typeof req.input === 'string' ? [{ type: 'message', role: 'user', content: req.input }] : (req.input ?? []);
+    const expanded: Record<string, unknown> = { ...req, input: [...history, ...input] };
+    delete expanded.previous_response_id;
+    nativeBody = expanded as IngressRequest['body'];
+  }
+  const byId = new Map<string, InputItem>();
+  for (const item of history) if (typeof item.id === 'string') byId.set(item.id, item);
+  const maxOut = typeof req.max_output_tokens === 'number' ? req.max_output_tokens : undefined;
+  return {
+    op: 'responses',
+    body: nativeBody,
+    chat: () => {
+      const t = toChat(req, { history, resolveItem: (id) => byId.get(id) });
+      ctx.names = t.names;
+      warnings.push(...t.warnings);
+      return t.chat;
+    },
+    fromChat: (completion) => fromChat(completion, ctx) as unknown as JsonObject,
+    translator: () => {
+      const rs = new ResponsesStream(ctx);
+      return {
+        start: () => rs.start().map(eventPart),
+        push: (chunk) => rs.push(chunk).map(eventPart),
+        finish: (usage) => {
+          const parts = rs.finish().map(eventPart);
+          const last = parts.at(-1);
+          if (last) last.usage = usage;
+          return parts;
+        },
+      };
+    },
+    usageOf: (answer) => usageFromResponse(answer),
+    prompt: responsesPrompt(req, history),
+    maxOutputTokens: maxOut,
+  };
+}
+
+/** The texts of a request's instructions and input (and the stored conversation), for the token reservation. */
+function responsesPrompt(req: ResponsesRequest, history: readonly InputItem[]): IngressRequest['prompt'] {
+  const texts: string[] = [];
+  if (typeof req.instructions === 'string') texts.push(req.instructions);
+  const walk = (v: unknown): void => {
+    if (typeof v === 'string') texts.push(v);
+    else if (Array.isArray(v)) for (const e of v) walk(e);
+    else if (typeof v === 'object' && v !== null) {
+      const o = v as Record<string, unknown>;
+      for (const k of ['text', 'content', 'arguments', 'output', 'input']) if (k in o) walk(o[k]);
     }
-    if (!out.gone) ended = rs.finish();
+  };
+  walk(history);
+  walk(req.input);
+  return { texts, fixed: 3 * (history.length + (Array.isArray(req.input) ? req.input.length : 1)) };
+}
+
+/**
+ * Writes the stream: the head, then each event as it came (native) or was made (translated),
+ * no more pulled while Node's buffer for the client is full; a client that takes nothing for
+ * `send_timeout_ms` is disconnected, one that goes away aborts the upstream. The final response is
+ * stored before its event is written (an immediate next turn finds it). A failure after the commit
+ * point ends the stream with an `error` event, never with a clean end that hides the loss.
+ */
+async function writeEvents(deps: Deps, x: Exchange, s: StreamResult<EventPart>, keep: (r: Response) => Promise<void>): Promise<void> {
+  const res = x.outgoing;
+  const log = x.log;
+  const headers = answerHeaders(x);
+  for (const k in SSE_HEADERS) headers[k] = SSE_HEADERS[k] as string;
+  res.writeHead(200, headers);
+  const it = s.result[Symbol.asyncIterator]();
+  let gone = false;
+  res.once('close', () => {
+    if (res.writableFinished) return;
+    gone = true;
+    void it.return?.(undefined)?.catch(() => {});
+  });
+  let written = 0;
+  let tail = '';
+  try {
+    for (;;) {
+      const r = await it.next();
+      if (r.done || gone) break;
+      const part = r.value;
+      if (part.content && log.ttftMs === undefined) log.ttftMs = performance.now() - log.startedAt;
+      if (part.final) {
+        const response = finalResponse(part);
+        if (response) await keep(response);
+      }
+      res.write(sseText(part));
+      written++;
+      if (res.writableNeedDrain && !(await abandonIfStuck(res, 'drain', deps.config.server.send_timeout_ms))) gone = true;
+    }
   } catch (err) {
     const e = asGatewayError(err);
-    if (!out.gone) {
+    if (!gone) {
       log.errorCode = e.code ?? e.type;
-      if (e.status !== 499) ended = rs.fail({ message: e.message, code: e.code ?? e.type });
+      if (e.status !== 499) tail = errorEventText({ type: 'error', code: e.code ?? e.type, message: e.message, param: e.param, sequence_number: written });
     }
   }
   const u = log.cache === 'hit' ? undefined : s.usage.value;
   log.promptTokens = u?.prompt_tokens;
   log.completionTokens = u?.completion_tokens;
   log.costUsd = log.cache === 'hit' ? 0 : costUsd(u, log.price);
-  const final = ended?.at(-1);
-  if (final?.type === 'response.completed' || final?.type === 'response.incomplete') await turn.keep(final.response);
-  out.end(ended ?? []);
+  if (!gone) res.end(tail);
 }
 
-/**
- * The SSE side of a stream: head at construction, events written as they come, no more pulled from
- * the source while Node's buffer for the client is full; a client that takes nothing for
- * `sendTimeoutMs` is disconnected. `gone` once the client went away (the source is then returned).
- */
-class EventWriter<T> {
-  gone = false;
+/** The Responses `error` event that ends a stream after its commit point. */
+function errorEventText(ev: { type: 'error'; code: string; message: string; param: string | null; sequence_number: number }): string {
+  return `event: error\ndata: ${JSON.stringify(ev)}\n\n`;
+}
 
-  constructor(
-    private readonly x: Exchange,
-    private readonly sendTimeoutMs: number,
-    private readonly src: AsyncIterator<T>,
-  ) {
-    const res = x.outgoing;
-    const headers = answerHeaders(x);
-    for (const k in SSE_HEADERS) headers[k] = SSE_HEADERS[k] as string;
-    res.writeHead(200, headers);
-    res.once('close', () => {
-      if (res.writableFinished) return;
-      this.gone = true;
-      void this.src.return?.(undefined)?.catch(() => {});
-    });
-  }
-
-  /** The next item, or undefined at the end or when the client is gone. */
-  async next(): Promise<T | undefined> {
-    if (this.gone) return undefined;
-    const r = await this.src.next();
-    return r.done || this.gone ? undefined : r.value;
-  }
-
-  async write(events: readonly ResponseStreamEvent[]): Promise<void> {
-    const res = this.x.outgoing;
-    if (this.gone || events.length === 0) return;
-    let text = '';
-    for (const e of events) text += sse(e);
-    res.write(text);
-    if (res.writableNeedDrain && !(await abandonIfStuck(res, 'drain', this.sendTimeoutMs))) this.gone = true;
-  }
-
-  end(events: readonly ResponseStreamEvent[]): void {
-    if (this.gone) return;
-    let text = '';
-    for (const e of events) text += sse(e);
-    this.x.outgoing.end(text);
+/** The Response a terminal event carries, or undefined. */
+function finalResponse(part: EventPart): Response | undefined {
+  try {
+    const ev = JSON.parse(part.data) as { response?: unknown };
+    return typeof ev.response === 'object' && ev.response !== null ? (ev.response as Response) : undefined;
+  } catch {
+    return undefined;
   }
 }
 
