@@ -9,7 +9,7 @@ import { performance } from 'node:perf_hooks';
 import type { MiddlewareHandler } from 'hono';
 import type { Deps } from './deps.ts';
 import { costUsd } from '../telemetry/cost.ts';
-import { statusClass } from '../telemetry/metrics.ts';
+import { GENAI_PROVIDER, genAiOperation, statusClass } from '../telemetry/metrics.ts';
 import { settleUnreadBody } from './body.ts';
 import { Exchange } from './exchange.ts';
 import type { AppEnv } from './types.ts';
@@ -78,6 +78,7 @@ function finish(deps: Deps, x: Exchange): void {
     upstream_ms: round2(log.upstreamMs),
     latency_ms: round2(latency),
   });
+  if (x.trace !== undefined) x.trace.finish(status, log);
   if (x.inFlight) {
     traffic.inFlight--;
     metrics.leave(log.route);
@@ -93,4 +94,19 @@ function finish(deps: Deps, x: Exchange): void {
   if (log.completionTokens) metrics.tokens.inc({ model, backend, direction: 'out' }, log.completionTokens);
   if (log.costUsd !== undefined && log.costUsd > 0) metrics.cost.inc({ model, backend, key: labels.key(log.key) }, log.costUsd);
   if (log.backend !== undefined && log.priced === false && status < 400) metrics.unpricedRequests.inc({ model, backend });
+  // GenAI client metrics: operations a backend served or failed (a cache hit called no provider)
+  const operation = log.backend === undefined || log.cache === 'hit' ? undefined : genAiOperation(log.route);
+  if (operation !== undefined) genAiMetrics(deps, x, log.backend as string, operation, model, status, latency);
+}
+
+/** `gen_ai_client_*` histograms of one operation (OpenTelemetry GenAI semantic conventions). */
+function genAiMetrics(deps: Deps, x: Exchange, backendName: string, operation: string, model: string, status: number, latency: number): void {
+  const { log } = x;
+  const type = deps.config.backends[backendName]?.type;
+  const provider = (type !== undefined ? GENAI_PROVIDER[type] : undefined) ?? 'other';
+  const errorType = status >= 400 ? String(status) : log.errorCode ? '_OTHER' : '';
+  const g = deps.metrics;
+  g.genAiDuration.observe({ gen_ai_operation_name: operation, gen_ai_provider_name: provider, gen_ai_request_model: model, error_type: errorType }, latency / 1000);
+  if (log.promptTokens !== undefined) g.genAiTokens.observe({ gen_ai_operation_name: operation, gen_ai_provider_name: provider, gen_ai_request_model: model, gen_ai_token_type: 'input' }, log.promptTokens);
+  if (log.completionTokens !== undefined) g.genAiTokens.observe({ gen_ai_operation_name: operation, gen_ai_provider_name: provider, gen_ai_request_model: model, gen_ai_token_type: 'output' }, log.completionTokens);
 }

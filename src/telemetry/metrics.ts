@@ -8,6 +8,37 @@ import { CounterCells, HistogramCells } from './cells.ts';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 const OVERHEAD_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25];
+/** The OpenTelemetry GenAI semantic conventions' advice for `gen_ai.client.token.usage`. */
+const GENAI_TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864];
+/** The conventions' advice for `gen_ai.client.operation.duration` (seconds). */
+const GENAI_DURATION_BUCKETS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92];
+
+/** `gen_ai.provider.name` of each backend type (local ones and the fake get names of their own). */
+export const GENAI_PROVIDER: Readonly<Record<string, string>> = Object.freeze({
+  openai: 'openai',
+  anthropic: 'anthropic',
+  llamacpp: 'llama_cpp',
+  onnx: 'onnx_runtime',
+  fake: 'switchyard_fake',
+});
+
+/** `gen_ai.operation.name` of an API route's pattern; undefined for routes that are no GenAI operation. */
+export function genAiOperation(route: string): string | undefined {
+  switch (route) {
+    case '/v1/chat/completions':
+    case '/v1/messages':
+    case '/v1/responses':
+      return 'chat';
+    case '/v1/completions':
+      return 'text_completion';
+    case '/v1/embeddings':
+      return 'embeddings';
+    default:
+      return undefined;
+  }
+}
+
+type GenAiLabels = 'gen_ai_operation_name' | 'gen_ai_provider_name' | 'gen_ai_request_model';
 
 export interface BreakerReading {
   backend: string;
@@ -32,6 +63,10 @@ export class Metrics {
   readonly failovers: CounterCells<'model' | 'from_backend'>;
   readonly breakerState: Gauge<'backend' | 'model'>;
   readonly rateLimited: Counter<'key' | 'limit'>;
+  /** GenAI semantic conventions: tokens per upstream operation, by `gen_ai_token_type` (input, output) */
+  readonly genAiTokens: HistogramCells<GenAiLabels | 'gen_ai_token_type'>;
+  /** GenAI semantic conventions: duration of each operation a backend served or failed; `error_type` empty on success */
+  readonly genAiDuration: HistogramCells<GenAiLabels | 'error_type'>;
   readonly inFlight: Gauge<'route'>;
   /**
    * The gauge's figures: requests in flight by route, counted in a plain record and handed to the
@@ -130,6 +165,20 @@ export class Metrics {
       name: 'switchyard_rate_limited_total',
       help: 'Requests refused by a per-key limit, by key name and limit (rpm, tpm, concurrency, budget).',
       labelNames: ['key', 'limit'],
+      registers,
+    });
+    this.genAiTokens = new HistogramCells({
+      name: 'gen_ai_client_token_usage',
+      help: 'GenAI client token usage (OpenTelemetry semantic conventions): tokens per operation, input and output.',
+      labelNames: ['gen_ai_operation_name', 'gen_ai_provider_name', 'gen_ai_request_model', 'gen_ai_token_type'],
+      buckets: GENAI_TOKEN_BUCKETS,
+      registers,
+    });
+    this.genAiDuration = new HistogramCells({
+      name: 'gen_ai_client_operation_duration_seconds',
+      help: 'GenAI client operation duration (OpenTelemetry semantic conventions), seconds; error_type is set when it failed.',
+      labelNames: ['gen_ai_operation_name', 'gen_ai_provider_name', 'gen_ai_request_model', 'error_type'],
+      buckets: GENAI_DURATION_BUCKETS,
       registers,
     });
     const inFlightByRoute = this.inFlightByRoute;
