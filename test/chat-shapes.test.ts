@@ -178,6 +178,14 @@ models:
       assert.deepEqual(got.stream_options, { include_usage: true });
       assert.equal(JSON.stringify({ ...got, stream_options: null }), JSON.stringify({ ...sent, model: 'gpt-upstream-1' }));
     });
+
+    test('stream_options.include_usage: null is "not asked": 200, no usage chunk for the client', async () => {
+      const a = await post(gw, clientBody('gpt', { messages: [USER], stream: true, stream_options: { include_usage: null } }));
+      assert.equal(a.status, 200, a.text);
+      assert.match(a.text, /data: \[DONE\]\n\n$/);
+      assert.doesNotMatch(a.text, /"usage"/, 'the client did not ask for usage');
+      assert.deepEqual((up.requests[0]?.body as Record<string, unknown>).stream_options, { include_usage: true });
+    });
   });
 
   describe('anthropic backend: what Anthropic cannot express is refused, nulls are absent', () => {

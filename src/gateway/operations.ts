@@ -92,7 +92,7 @@ function route(op: Operation, model: string, info: RequestInfo, signal: AbortLik
 }
 
 /** The members of a stream request that withUpstreamUsage sets. */
-type StreamFields = { model: string; stream?: boolean | null | undefined; stream_options?: { include_usage?: boolean | undefined } | null | undefined };
+type StreamFields = { model: string; stream?: boolean | null | undefined; stream_options?: { include_usage?: boolean | null | undefined } | null | undefined };
 
 /**
  * The upstream request of a stream: the client's, with the backend's model name, asking for usage.
@@ -116,21 +116,11 @@ function job(op: Operation, body: Job['body'], info: RequestInfo, prompt: Job['p
 export class Gateway {
   private readonly pipeline: Pipeline;
 
-  /** Without `services` (tests of the router alone): no limits, no cache. */
   constructor(
     private readonly router: Router,
-    private readonly services?: Services,
+    private readonly services: Services,
   ) {
     this.pipeline = new Pipeline(router, services);
-  }
-
-  /** Start-up work of the limits and cache (tokenizer encoders, the first Redis connection). */
-  async warm(): Promise<void> {
-    await this.services?.warm?.();
-  }
-
-  async close(): Promise<void> {
-    await this.services?.close?.();
   }
 
   /** Public model names, only those the key may use. */
@@ -146,13 +136,11 @@ export class Gateway {
     const p = this.pipeline.principal(keyName);
     if (p?.models && !p.models.includes(this.router.modelKey(model) ?? model)) throw modelNotFound(model);
     const first = this.router.resolve(model)[0];
-    const counter = this.services?.tokens;
-    if (!counter) return prompt.fixed + Math.ceil(prompt.texts.reduce((n, t) => n + t.length, 0) / 4);
-    return countPrompt(counter, encodingFor(first?.model ?? model), prompt);
+    return countPrompt(this.services.tokens, encodingFor(first?.model ?? model), prompt);
   }
 
   private reserveDefault(): number {
-    return this.services?.config.limits.default_max_tokens ?? 1024;
+    return this.services.config.limits.default_max_tokens;
   }
 
   chat(req: ChatRequest, info: RequestInfo): Promise<Answer<ChatCompletion>> {

@@ -124,7 +124,7 @@ export const chatRequestSchema = z.looseObject({
   model: z.string().min(1),
   messages: z.array(chatMessageSchema).min(1),
   stream: z.boolean().nullish(),
-  stream_options: z.looseObject({ include_usage: z.boolean().optional() }).nullish(),
+  stream_options: z.looseObject({ include_usage: z.boolean().nullish() }).nullish(),
   temperature: z.number().min(0).max(2).nullish(),
   top_p: z.number().min(0).max(1).nullish(),
   n: z.int().min(1).max(128).nullish(),

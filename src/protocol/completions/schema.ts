@@ -10,7 +10,7 @@ export const completionRequestSchema = z.looseObject({
   model: z.string().min(1),
   prompt: z.union([z.string(), z.array(z.string()).min(1), tokenArray, z.array(tokenArray).min(1)]),
   stream: z.boolean().nullish(),
-  stream_options: z.looseObject({ include_usage: z.boolean().optional() }).nullish(),
+  stream_options: z.looseObject({ include_usage: z.boolean().nullish() }).nullish(),
   max_tokens: z.int().min(0).nullish(),
   temperature: z.number().min(0).max(2).nullish(),
   top_p: z.number().min(0).max(1).nullish(),
