@@ -81,7 +81,6 @@ export class BackendRegistry {
       const old = previous?.entries.get(name);
       if (old && old.unconfigured === unconfigured.has(name) && JSON.stringify(old.config) === JSON.stringify(cfg)) {
         this.entries.set(name, old);
-        this.reused.add(name);
         continue;
       }
       const llm = createBackend(name, cfg, logger);
@@ -91,17 +90,9 @@ export class BackendRegistry {
     }
   }
 
-  /** Names of backends taken over from the previous registry. */
-  readonly reused = new Set<string>();
-
   /** Closes the backends of this registry that `next` did not take over. */
   async closeExcept(next: BackendRegistry): Promise<void> {
     await Promise.allSettled([...this.entries].filter(([name, e]) => next.entries.get(name) !== e).map(([, e]) => e.llm.close?.()));
-  }
-
-  /** Backends that are new in this registry and failed to load. */
-  newFailures(): LoadFailure[] {
-    return [...this.entries].filter(([name, e]) => !this.reused.has(name) && e.status === 'failed').map(([backend, e]) => ({ backend, error: e.loadError ?? 'unknown error' }));
   }
 
   /**

@@ -77,9 +77,6 @@ export interface Services {
   cache: ResponseCache | undefined;
   flights: Flights;
   tokens: TokenCounter;
-  /** start-up work (tokenizer, first Redis connection) */
-  warm?(): Promise<void>;
-  close?(): Promise<void>;
 }
 
 interface Prep {
@@ -117,11 +114,11 @@ export class Pipeline {
 
   constructor(
     private readonly router: Router,
-    private readonly s: Services | undefined,
+    private readonly s: Services,
   ) {
-    const cfg = s?.config;
-    for (const k of cfg?.keys ?? []) {
-      const ns = cfg?.cache.namespace === 'shared' ? 'shared' : k.cache_namespace !== undefined ? `ns:${k.cache_namespace}` : `key:${k.name}`;
+    const cfg = s.config;
+    for (const k of cfg.keys ?? []) {
+      const ns = cfg.cache.namespace === 'shared' ? 'shared' : k.cache_namespace !== undefined ? `ns:${k.cache_namespace}` : `key:${k.name}`;
       this.principals.set(k.name, { name: k.name, limits: k.limits, models: k.models, namespace: ns });
     }
   }
@@ -202,7 +199,6 @@ export class Pipeline {
    */
   async once<T extends object>(job: Job, call: (signal: AbortLike) => Promise<Routed<T>>, usageOf: (answer: T) => UsageLike | null | undefined = chatUsage): Promise<Answer<T>> {
     const s = this.s;
-    if (!s) return call(job.info.signal);
     const prep = this.prepare(job, false, s);
     const { key } = prep;
     if (s.cache && key !== undefined && prep.decision?.use && prep.decision.read) {
@@ -263,10 +259,6 @@ export class Pipeline {
   async stream<C extends Chunk>(job: Job, wantsUsage: boolean, open: (signal: AbortLike) => Promise<Routed<AsyncIterable<ChunkPart<C>>>>): Promise<StreamResult<ChunkPart<C>>> {
     const sink: { value: Usage | undefined } = { value: undefined };
     const s = this.s;
-    if (!s) {
-      const r = await open(job.info.signal);
-      return { ...r, result: shapeUsage(r.result, wantsUsage, sink), usage: sink };
-    }
     const prep = this.prepare(job, true, s);
     const { key } = prep;
     const signal = job.info.signal;
@@ -353,10 +345,6 @@ export class Pipeline {
   async events(job: Job, open: (signal: AbortLike) => Promise<Routed<AsyncIterable<EventPart>>>): Promise<StreamResult<EventPart>> {
     const sink: { value: Usage | undefined } = { value: undefined };
     const s = this.s;
-    if (!s) {
-      const r = await open(job.info.signal);
-      return { ...r, result: eventUsage(r.result, sink), usage: sink };
-    }
     const prep = this.prepare(job, true, s);
     const { key } = prep;
     const signal = job.info.signal;
