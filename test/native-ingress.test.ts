@@ -174,6 +174,24 @@ models:
     assert.equal(line?.completion_tokens, 2);
   });
 
+  test('count_tokens: the native upstream counts; when it fails, the gateway estimates (and says which)', async () => {
+    claude.reset();
+    const counted = await anthropic.messages.countTokens({ model: 'claude-first', messages: [{ role: 'user', content: 'one two three' }] });
+    assert.equal(counted.input_tokens, 1013, 'the fake upstream’s own count');
+    assert.equal(claude.requests.at(-1)?.path, '/v1/messages/count_tokens');
+    assert.equal((claude.requests.at(-1)?.body as Json).model, 'claude-up');
+    claude.enqueue({ kind: 'error', status: 500, type: 'api_error', message: 'down' });
+    const r = await fetch(`${gw.url}/v1/messages/count_tokens`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01' },
+      body: JSON.stringify({ model: 'claude-first', messages: [{ role: 'user', content: 'one two three' }] }),
+    });
+    assert.equal(r.status, 200);
+    assert.equal(r.headers.get('x-switchyard-count'), 'estimate');
+    const n = ((await r.json()) as { input_tokens: number }).input_tokens;
+    assert.ok(n > 0 && n < 1000, `an estimate, not the upstream's count: ${n}`);
+  });
+
   test('Messages failover before content: an Anthropic 529 is served translated by the chat target', async () => {
     claude.reset();
     chat.reset();

@@ -76,6 +76,8 @@ export interface BaseLLM {
   responsesStream?(call: NativeCall, ctx: CallContext): Promise<AsyncIterable<EventPart>>;
   messages?(call: NativeCall, ctx: CallContext): Promise<JsonObject>;
   messagesStream?(call: NativeCall, ctx: CallContext): Promise<AsyncIterable<EventPart>>;
+  /** Messages API `count_tokens` counted by the upstream itself (`{"input_tokens": n}`). */
+  countMessageTokens?(call: NativeCall, ctx: CallContext): Promise<JsonObject>;
   /** Parsed vectors, or (HTTP backends) the upstream's checked bytes to forward as they are. */
   embed?(req: EmbeddingRequest, ctx: CallContext): Promise<EmbeddingAnswer>;
   /** Cheap, never a billable call. */

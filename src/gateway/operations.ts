@@ -129,14 +129,27 @@ export class Gateway {
   }
 
   /**
-   * A prompt's tokens for `model`, counted with the gateway's tokenizer (an estimate: the encoding
-   * of the model's first target). 404 for a model that does not exist or is outside the key's list.
+   * A Messages request's input tokens (`/v1/messages/count_tokens`): counted by the upstream when
+   * the model's first target speaks the Messages API natively, else — or when that upstream fails —
+   * estimated with the gateway's tokenizer (the encoding of the model's first target). 404 for a
+   * model that does not exist or is outside the key's list. Not routed: no limits, no breaker.
    */
-  async countTokens(model: string, prompt: { texts: string[]; fixed: number }, keyName?: string): Promise<number> {
-    const p = this.pipeline.principal(keyName);
+  async countTokens(body: JsonObject & { model: string }, prompt: { texts: string[]; fixed: number }, info: RequestInfo, headers?: Record<string, string>): Promise<{ tokens: number; by: 'upstream' | 'estimate'; backend?: string }> {
+    const model = body.model;
+    const p = this.pipeline.principal(info.keyName);
     if (p?.models && !p.models.includes(this.router.modelKey(model) ?? model)) throw modelNotFound(model);
     const first = this.router.resolve(model)[0];
-    return countPrompt(this.services.tokens, encodingFor(first?.model ?? model), prompt);
+    const native = first?.entry.llm.countMessageTokens;
+    if (first && native && !first.entry.unconfigured) {
+      try {
+        const ctx = { signal: AbortSignal.timeout(first.entry.config.timeout_ms), requestId: info.requestId };
+        const r = await native.call(first.entry.llm, { body: { ...body, model: first.model }, headers }, ctx);
+        return { tokens: r.input_tokens as number, by: 'upstream', backend: first.backend };
+      } catch {
+        // an estimate serves the client better than an error here
+      }
+    }
+    return { tokens: await countPrompt(this.services.tokens, encodingFor(first?.model ?? model), prompt), by: 'estimate' };
   }
 
   private reserveDefault(): number {

@@ -188,6 +188,17 @@ class FakeAnthropicImpl implements FakeAnthropic {
       const data = [{ type: 'model', id: 'claude-test-1', display_name: 'Claude Test', created_at: '2026-01-01T00:00:00Z' }];
       return send(200, JSON.stringify({ data, has_more: false, first_id: 'claude-test-1', last_id: 'claude-test-1' }));
     }
+    if (req.method === 'POST' && path === '/v1/messages/count_tokens') {
+      // a count of its own (words + 10 per message), distinguishable from any gateway estimate
+      if (!isRecord(body) || !Array.isArray(body.messages)) return send(400, errorBody('invalid_request_error', 'messages: Field required'));
+      const queued = this.queue[0];
+      if (queued?.kind === 'error') {
+        this.queue.shift();
+        return send(queued.status, errorBody(queued.type, queued.message), queued.headers);
+      }
+      const n = body.messages.reduce((acc: number, m) => acc + 10 + (isRecord(m) ? words(textOf(m.content)) : 0), 0) + words(textOf(body.system));
+      return send(200, JSON.stringify({ input_tokens: 1000 + n }));
+    }
     if (req.method !== 'POST' || path !== '/v1/messages') return send(404, errorBody('not_found_error', `Not found: ${req.method} ${path}`));
     if (!String(req.headers['content-type'] ?? '').includes('application/json')) {
       return send(400, errorBody('invalid_request_error', 'content-type must be application/json'));

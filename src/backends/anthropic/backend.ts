@@ -137,6 +137,10 @@ export class AnthropicBackend implements BaseLLM {
   messagesStream(call: NativeCall, ctx: CallContext): Promise<AsyncIterable<EventPart>> {
     return this.native.messagesStream(call, ctx);
   }
+  countMessageTokens(call: NativeCall, ctx: CallContext): Promise<JsonObject> {
+    return this.native.countTokens(call, ctx);
+  }
+
 
   async health(ctx: CallContext): Promise<BackendHealth> {
     try {

@@ -92,6 +92,15 @@ export class NativeMessages {
     return res as JsonObject;
   }
 
+  /** `POST /v1/messages/count_tokens`: the upstream's own count (`{"input_tokens": n}`). */
+  async countTokens(call: NativeCall, ctx: CallContext): Promise<JsonObject> {
+    const res = await this.http.postJson('/v1/messages/count_tokens', call.body, this.opts(call, ctx));
+    if (typeof res !== 'object' || res === null || typeof (res as { input_tokens?: unknown }).input_tokens !== 'number') {
+      throw upstreamMalformed(this.o.backend, 'not a count_tokens answer');
+    }
+    return res as JsonObject;
+  }
+
   /** A streaming call: resolves once the upstream answered 2xx; its events as they come. */
   messagesStream(call: NativeCall, ctx: CallContext): Promise<AsyncIterable<EventPart>> {
     const body = call.body.stream === true ? call.body : { ...call.body, stream: true };

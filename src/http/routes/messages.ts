@@ -175,8 +175,9 @@ export function messagesHandler(deps: Deps) {
 }
 
 /**
- * count_tokens, counted here for every backend: an estimate with the gateway's tokenizer
- * (docs/api.md). The model must exist and be one the key may use (else 404).
+ * count_tokens: the upstream's own count when the model's first target is a native (`anthropic`)
+ * backend, else an estimate with the gateway's tokenizer (docs/api.md); `x-switchyard-count` says
+ * which. The model must exist and be one the key may use (else 404).
  */
 export function countTokensHandler(deps: Deps) {
   return async (x: Exchange): Promise<void> => {
@@ -184,8 +185,10 @@ export function countTokensHandler(deps: Deps) {
     const req = parseCountTokensRequest(body);
     x.log.model = req.model;
     x.out['request-id'] = x.requestId;
-    const n = await deps.gateway.countTokens(req.model, messagesPrompt(req), x.keyName);
-    sendJson(x, 200, countTokensResponse(n), deps.config.server.send_timeout_ms);
+    const n = await deps.gateway.countTokens(req as unknown as JsonObject & { model: string }, messagesPrompt(req), requestInfo(x), protocolHeaders(x));
+    x.out['x-switchyard-count'] = n.by;
+    if (n.backend !== undefined) x.log.backend = n.backend;
+    sendJson(x, 200, countTokensResponse(n.tokens), deps.config.server.send_timeout_ms);
   };
 }
 
