@@ -2,12 +2,16 @@
  * Composition root: load config → build deps → serve. SIGTERM/SIGINT drain: /ready turns 503,
  * the listener closes, in-flight requests and streams get `server.shutdown_grace_ms` to finish.
  */
+import cluster from 'node:cluster';
 import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import type { AddressInfo } from 'node:net';
 import { createServer, type Server } from 'node:http';
 import { pathToFileURL } from 'node:url';
 import { ConfigError, configPathFrom, isLoopback, loadConfigFile, type LoadedConfig } from './config/load.ts';
 import type { Deps } from './http/deps.ts';
+import { runPrimary } from './server/cluster-primary.ts';
+import { runWorker } from './server/cluster-worker.ts';
 import { Runtime } from './server/generations.ts';
 import { watchConfigFile } from './config/watch.ts';
 import { createLogger, type Logger } from './telemetry/logger.ts';
@@ -113,6 +117,15 @@ async function main(): Promise<void> {
   }
   const logger = createLogger(loaded.config.logging.level);
   for (const w of loaded.warnings) logger.warn(w, { source: loaded.source });
+  const workers = loaded.config.server.workers === 'auto' ? availableParallelism() : loaded.config.server.workers;
+  if (workers > 1) {
+    // a primary supervising worker processes that share the port (server/cluster-primary.ts)
+    runPrimary({ loaded, logger, workers, describe });
+    if (!loaded.config.keys && !isLoopback(loaded.config.server.host)) {
+      logger.warn('listening beyond loopback without keys: anyone who can reach this port can use the gateway');
+    }
+    return;
+  }
   let running: RunningServer;
   try {
     running = await startServer(loaded, { logger });
@@ -121,13 +134,7 @@ async function main(): Promise<void> {
     process.stderr.write(`switchyard: cannot listen on ${loaded.config.server.host}:${loaded.config.server.port}: ${e.code ?? e.message}\n`);
     process.exit(1);
   }
-  logger.info('listening', {
-    url: running.url,
-    config: loaded.source,
-    models: Object.keys(loaded.config.models).join(','),
-    backends: Object.keys(loaded.config.backends).join(','),
-    auth: loaded.config.keys ? 'keys' : 'none',
-  });
+  logger.info('listening', { url: running.url, ...describe(loaded) });
   if (!loaded.config.keys && !isLoopback(running.host)) {
     logger.warn('listening beyond loopback without keys: anyone who can reach this port can use the gateway');
   }
@@ -179,5 +186,18 @@ async function main(): Promise<void> {
   watchConfigFile(loaded.source, () => reload('file change'));
 }
 
+function describe(loaded: LoadedConfig): Record<string, string> {
+  return {
+    config: loaded.source,
+    models: Object.keys(loaded.config.models).join(','),
+    backends: Object.keys(loaded.config.backends).join(','),
+    auth: loaded.config.keys ? 'keys' : 'none',
+  };
+}
+
 const isMain = process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href;
-if (isMain) void main();
+// a worker forked by our own primary (not any cluster this process may run under) serves what the primary sends
+const workerIndex = cluster.isWorker ? process.env.SWITCHYARD_WORKER : undefined;
+if (isMain && workerIndex !== undefined) {
+  runWorker({ startServer: (loaded, logger) => startServer(loaded, { logger }), createLogger: (loaded) => createLogger(loaded.config.logging.level) }, Number(workerIndex));
+} else if (isMain) void main();

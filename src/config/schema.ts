@@ -30,6 +30,11 @@ export const serverSchema = z.strictObject({
    * within this plus a second per 64 KiB.
    */
   send_timeout_ms: positiveInt.default(60_000),
+  /**
+   * Worker processes sharing the listening port (node:cluster); `auto` = one per available core.
+   * 1 (default) is a single process with no primary.
+   */
+  workers: z.union([z.int().min(1).max(256), z.literal('auto')]).default(1),
 });
 
 const timeouts = {

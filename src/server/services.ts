@@ -25,6 +25,12 @@ export interface BuiltServices extends Services {
   close(keep?: ReusableServices): Promise<void>;
 }
 
+/** Set in a cluster worker: `state.store: memory` is then the primary's store, reached over IPC (state/ipc.ts). */
+let sharedMemoryStore: (() => StateStore) | undefined;
+export function useSharedMemoryStore(factory: () => StateStore): void {
+  sharedMemoryStore = factory;
+}
+
 export function createStore(config: Config, logger: Logger): StateStore {
   const st = config.state;
   if (st.store === 'redis') {
@@ -38,6 +44,7 @@ export function createStore(config: Config, logger: Logger): StateStore {
       logger,
     });
   }
+  if (sharedMemoryStore) return sharedMemoryStore();
   return new MemoryStore({ maxEntries: config.cache.max_entries, maxBytes: config.cache.max_bytes, maxBlobBytes: config.responses.max_stored_bytes });
 }
 

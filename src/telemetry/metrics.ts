@@ -215,7 +215,15 @@ export class Metrics {
     this.breakerSource = fn;
   }
 
+  private renderer: (() => Promise<{ contentType: string; body: string }>) | undefined;
+
+  /** Where render() gets its text instead of this registry (a cluster worker: every worker's, summed). */
+  renderWith(fn: () => Promise<{ contentType: string; body: string }>): void {
+    this.renderer = fn;
+  }
+
   async render(): Promise<{ contentType: string; body: string }> {
+    if (this.renderer) return this.renderer();
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };
   }
 }

@@ -1,0 +1,126 @@
+/**
+ * The memory store shared by cluster workers (server.workers > 1, state.store: memory): the
+ * primary holds one MemoryStore and each worker's IpcStore sends every operation to it and awaits
+ * the answer, so a limit of N admits N across all workers and an answer cached by one worker is a
+ * hit on every other. Operations run one at a time in the primary's event loop, in the order they
+ * arrive — the same atomicity the memory store has in one process. The transport (the IPC channel
+ * node:cluster opens) is the caller's: `call` sends one operation and resolves with its result.
+ */
+import type { MemoryStore } from './memory.ts';
+import type { AdmitRequest, AdmitResult, StateStore, StoreStatus, Ticket } from './store.ts';
+
+/** One store operation as it travels to the primary. */
+export type StateOp =
+  | { op: 'admit'; r: AdmitRequest }
+  | { op: 'settle'; t: Ticket; delta: number; spend: { period: string; nano: number; ttlMs: number } | undefined }
+  | { op: 'release'; t: Ticket }
+  | { op: 'refresh'; tickets: readonly Ticket[] }
+  | { op: 'cacheGet'; key: string }
+  | { op: 'cacheSet'; key: string; value: string; ttlMs: number }
+  | { op: 'blobGet'; key: string }
+  | { op: 'blobSet'; key: string; value: string; ttlMs: number }
+  | { op: 'blobDelete'; key: string }
+  | { op: 'blobLimit'; maxBytes: number };
+
+/** The answer: the operation's result and the number of cached entries held now (for /status). */
+export interface StateAnswer {
+  value: unknown;
+  entries: number;
+}
+
+/** Primary side: runs one operation on the shared store. */
+export async function serveStateOp(store: MemoryStore, o: StateOp): Promise<StateAnswer> {
+  const value = await run(store, o);
+  return { value, entries: store.cacheEntries() };
+}
+
+function run(store: MemoryStore, o: StateOp): Promise<unknown> | unknown {
+  switch (o.op) {
+    case 'admit':
+      return store.admitSync(o.r);
+    case 'settle':
+      return store.settle(o.t, o.delta, o.spend);
+    case 'release':
+      return store.release(o.t);
+    case 'refresh':
+      return store.refresh(o.tickets);
+    case 'cacheGet':
+      return store.cacheGet(o.key);
+    case 'cacheSet':
+      return store.cacheSet(o.key, o.value, o.ttlMs);
+    case 'blobGet':
+      return store.blobGet(o.key);
+    case 'blobSet':
+      return store.blobSet(o.key, o.value, o.ttlMs);
+    case 'blobDelete':
+      return store.blobDelete(o.key);
+    case 'blobLimit':
+      return store.blobLimit(o.maxBytes);
+  }
+}
+
+/** Worker side: the StateStore whose state lives in the primary. */
+export class IpcStore implements StateStore {
+  readonly kind = 'memory' as const;
+  private entries = 0;
+
+  constructor(private readonly call: (o: StateOp) => Promise<unknown>) {}
+
+  private async ask(o: StateOp): Promise<unknown> {
+    const a = (await this.call(o)) as StateAnswer;
+    this.entries = a.entries;
+    return a.value;
+  }
+
+  async admit(r: AdmitRequest): Promise<AdmitResult> {
+    return (await this.ask({ op: 'admit', r })) as AdmitResult;
+  }
+
+  async settle(t: Ticket, delta: number, spend?: { period: string; nano: number; ttlMs: number }): Promise<void> {
+    await this.ask({ op: 'settle', t, delta, spend });
+  }
+
+  async release(t: Ticket): Promise<void> {
+    await this.ask({ op: 'release', t });
+  }
+
+  async refresh(tickets: readonly Ticket[]): Promise<void> {
+    await this.ask({ op: 'refresh', tickets });
+  }
+
+  async cacheGet(key: string): Promise<string | undefined> {
+    return (await this.ask({ op: 'cacheGet', key })) as string | undefined;
+  }
+
+  async cacheSet(key: string, value: string, ttlMs: number): Promise<void> {
+    await this.ask({ op: 'cacheSet', key, value, ttlMs });
+  }
+
+  async blobGet(key: string): Promise<string | undefined> {
+    return (await this.ask({ op: 'blobGet', key })) as string | undefined;
+  }
+
+  async blobSet(key: string, value: string, ttlMs: number): Promise<boolean> {
+    return (await this.ask({ op: 'blobSet', key, value, ttlMs })) as boolean;
+  }
+
+  async blobDelete(key: string): Promise<boolean> {
+    return (await this.ask({ op: 'blobDelete', key })) as boolean;
+  }
+
+  blobLimit(maxBytes: number): void {
+    this.ask({ op: 'blobLimit', maxBytes }).catch(() => {});
+  }
+
+  /** Cached entries in the primary's store as of the last answer. */
+  cacheEntries(): number {
+    return this.entries;
+  }
+
+  status(): StoreStatus {
+    return { store: 'memory', state: 'ok' };
+  }
+
+  /** The primary owns the state: a worker's generation letting go of its handle clears nothing. */
+  async close(): Promise<void> {}
+}
