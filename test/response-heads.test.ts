@@ -2,8 +2,7 @@
  * The answers the hot routes write straight to Node's response (http/direct.ts, http/sse.ts):
  * each has exactly one head with every header a client relies on — request id, who served it,
  * cost, rate limits — no header twice, a correct content-length on JSON, and the connection stays
- * usable for the next request (keep-alive), including after a stream and after an error answer
- * written by Hono's own path.
+ * usable for the next request (keep-alive), including after a stream and after an error answer.
  */
 import assert from 'node:assert/strict';
 import http from 'node:http';
@@ -103,7 +102,7 @@ describe('heads of directly written answers', () => {
     assert.equal(r.socket, firstSocket, 'keep-alive connection reused');
   });
 
-  it('embeddings: the same headers, and then an error answer (written by Hono) on the same connection', async () => {
+  it('embeddings: the same headers, and then an error answer on the same connection', async () => {
     const r = await post('/v1/embeddings', { model: 'emb', input: ['a', 'b'] }, 'heads-emb-1');
     assert.equal(r.status, 200);
     noDuplicates(r);

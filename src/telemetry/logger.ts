@@ -17,9 +17,9 @@ export interface Logger {
 }
 
 /**
- * stdout, written in batches: the lines of up to `flushMs` (20 ms) leave in one write system call
- * (stdout to a pipe or file is synchronous on Linux, and one write per request line was the
- * largest single cost of a small request under load: about 20 µs of ~150 at the edge). A batch
+ * stdout, written in batches: the lines of up to `flushMs` (20 ms) leave in one write system call.
+ * Hot path: stdout to a pipe or file is synchronous on Linux, so no write system call per request
+ * line (docs/architecture.md, hot-path table). A batch
  * that reaches 64 KiB leaves at once. Lines still pending when the process exits are written by an
  * exit handler; only a hard kill (SIGKILL, out of memory) can lose the last 20 ms of lines.
  */

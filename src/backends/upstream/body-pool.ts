@@ -5,8 +5,8 @@
  * the client as it came (embeddings-passthrough.ts). Node frees a buffer's memory only when V8
  * collects the Buffer object; under load those objects outlive a young-generation collection, are
  * promoted, and their memory waits for the next full GC, which V8 starts only after ~64 MB more
- * such memory. At 64 connections that garbage was ~50 MB of the gateway's RSS (73 MB of array
- * buffers at the peak, 20 MB of them in flight). A buffer given back here after its response was
+ * such memory. Constraint: peak RSS under concurrent large answers stays bounded by what is in
+ * flight, not by what the next full GC will free. A buffer given back here after its response was
  * handed to the OS is lent to the next large answer instead, already paged in.
  *
  * Only buffers this pool lent can be given back, each once (a WeakSet of the lent ones): a buffer
