@@ -303,6 +303,24 @@ export const loggingSchema = z.strictObject({
   level: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
 });
 
+/** OpenTelemetry traces (the standard `OTEL_*` variables win over each setting). */
+export const tracingSchema = z.strictObject({
+  /** false turns tracing off unless an `OTEL_EXPORTER_OTLP_*ENDPOINT` variable is set */
+  enabled: z.boolean().default(true),
+  /** the collector's base URL (`/v1/traces` is appended), like OTEL_EXPORTER_OTLP_ENDPOINT */
+  endpoint: url.optional(),
+  /** the full traces URL, like OTEL_EXPORTER_OTLP_TRACES_ENDPOINT */
+  traces_endpoint: url.optional(),
+  protocol: z.enum(['http/protobuf', 'http/json']).default('http/protobuf'),
+  headers: z.record(z.string(), z.string()).optional(),
+  service_name: z.string().min(1).optional(),
+  resource_attributes: z.record(z.string(), z.string()).optional(),
+  sampler: z.enum(['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio']).optional(),
+  sampler_arg: z.number().min(0).max(1).optional(),
+  /** record prompts and completions (gen_ai.input.messages / gen_ai.output.messages) */
+  record_content: z.boolean().default(false),
+});
+
 export const configSchema = z.strictObject({
   server: serverSchema.default(serverSchema.parse({})),
   backends: z.record(name, backendSchema),
@@ -313,6 +331,7 @@ export const configSchema = z.strictObject({
   state: stateSchema.default({ store: 'memory' }),
   responses: responsesSchema.default(responsesSchema.parse({})),
   logging: loggingSchema.default(loggingSchema.parse({})),
+  telemetry: z.strictObject({ tracing: tracingSchema.optional() }).default({}),
   routing: routingSchema.default(routingSchema.parse({})),
   /** Operator surface: /metrics and /status. */
   admin: z
@@ -327,6 +346,7 @@ export const configSchema = z.strictObject({
 
 export type Config = z.infer<typeof configSchema>;
 export type BackendConfig = z.infer<typeof backendSchema>;
+export type TracingConfig = z.infer<typeof tracingSchema>;
 export type OpenAIBackendConfig = z.infer<typeof openaiBackendSchema>;
 export type AnthropicBackendConfig = z.infer<typeof anthropicBackendSchema>;
 export type FakeBackendConfig = z.infer<typeof fakeBackendSchema>;

@@ -9,6 +9,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { ClientAbort } from '../lib/abort.ts';
+import type { RequestTrace } from '../telemetry/tracing.ts';
 
 /** The request's JSON log line, filled in as the request goes. */
 export interface RequestLog {
@@ -77,6 +78,8 @@ export class Exchange {
   params: Params = NO_PARAMS;
   /** the envelope errors of this request are answered in (api.ts) */
   envelope: Envelope = 'openai';
+  /** the request's server span while tracing is on (telemetry/tracing.ts) */
+  trace: RequestTrace | undefined = undefined;
 
   constructor(
     readonly incoming: IncomingMessage,

@@ -23,6 +23,7 @@ import { orderTargets, type PolicyCandidate } from './policies.ts';
 import { backoffMs, blamesTarget, disposition } from './retry.ts';
 import { openCommitted, type StreamHooks } from './stream.ts';
 import type { PartBase } from '../protocol/stream-part.ts';
+import { tracing, type AttemptFacts, type AttemptTrace } from '../telemetry/tracing.ts';
 
 export type { StreamHooks };
 export type { AttemptOutcome, Clock, Operation, ResolvedTarget, RouteRequest, Routed, RouterObserver } from './types.ts';
@@ -145,11 +146,12 @@ export class Router {
 
   /** Runs `call` on the planned targets until one succeeds. */
   run<T>(req: RouteRequest, call: (t: ResolvedTarget, ctx: CallContext) => Promise<T>): Promise<Routed<T>> {
-    return this.chain(req, async (t, a, h, remaining) => {
+    return this.chain(req, async (t, a, h, remaining, at) => {
       const started = this.clock.now();
       a.arm(Math.min(this.timeoutFor(t), remaining), 'respond');
       const result = await call(t, a.ctx(req.requestId));
       a.done(false);
+      if (at !== undefined) at.answer(result);
       const now = this.clock.now();
       h.breaker.record('success', now);
       h.stats.observeSuccess(now, now - started);
@@ -166,8 +168,9 @@ export class Router {
     open: (t: ResolvedTarget, ctx: CallContext) => Promise<AsyncIterable<T>>,
     hooks: StreamHooks<T>,
   ): Promise<Routed<AsyncIterable<T>>> {
-    return this.chain(req, (t, a, h, remaining) =>
+    return this.chain(req, (t, a, h, remaining, at) =>
       openCommitted({
+        trace: at,
         attempt: a,
         clientSignal: req.signal,
         target: t,
@@ -192,7 +195,7 @@ export class Router {
 
   private async chain<T>(
     req: RouteRequest,
-    exec: (t: ResolvedTarget, a: Attempt, h: TargetHealth, remainingMs: number) => Promise<T>,
+    exec: (t: ResolvedTarget, a: Attempt, h: TargetHealth, remainingMs: number, at: AttemptTrace | undefined) => Promise<T>,
   ): Promise<Routed<T>> {
     const route = this.model(req.publicModel);
     const m = route.config;
@@ -205,6 +208,7 @@ export class Router {
     let attempts = 0;
     let last: GatewayError | undefined;
     let soonest = Number.POSITIVE_INFINITY;
+    const rt = tracing === null ? undefined : tracing.request(req.requestId);
 
     let upstreamMs = 0;
     let previous: string | undefined;
@@ -233,9 +237,10 @@ export class Router {
         }
         attempts++;
         const a = new Attempt(req.signal);
+        const at = rt === undefined ? undefined : rt.attempt(attemptFacts(req, t, m.policy, attempts, retry, targets[0] !== t, h.breaker.stateAt(now), a.abort));
         const started = this.clock.now();
         try {
-          const result = await exec(t, a, h, remaining);
+          const result = await exec(t, a, h, remaining, at);
           const took = this.clock.now() - started;
           upstreamMs += took;
           this.observer.attempt(t.backend, 'success', took);
@@ -245,6 +250,7 @@ export class Router {
           const took = this.clock.now() - started;
           upstreamMs += took;
           const e = this.classify(err, a, t, req.signal);
+          if (at !== undefined) at.fail(e);
           const d = disposition(e);
           this.observer.attempt(
             t.backend,
@@ -288,6 +294,24 @@ export class Router {
       backend: t.backend,
     });
   }
+}
+
+/** What an attempt's span says of it (telemetry/tracing.ts). */
+function attemptFacts(req: RouteRequest, t: ResolvedTarget, policy: string, attempt: number, retry: number, failover: boolean, breaker: string, abort: object): AttemptFacts {
+  return {
+    op: req.op,
+    model: t.model,
+    publicModel: req.publicModel,
+    backend: t.backend,
+    backendType: t.entry.llm.type,
+    policy,
+    attempt,
+    retry,
+    failover,
+    breaker,
+    maxTokens: req.maxOutputTokens,
+    abortKey: abort,
+  };
 }
 
 /**

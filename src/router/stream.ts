@@ -15,6 +15,7 @@ import type { PartBase } from '../protocol/stream-part.ts';
 import type { Attempt } from './attempt.ts';
 import type { TargetHealth } from './health-state.ts';
 import type { Clock, ResolvedTarget } from './types.ts';
+import type { AttemptTrace } from '../telemetry/tracing.ts';
 
 /** What the router asks of a stream's parts (protocol/stream-part.ts); it knows nothing else of them. */
 export interface StreamHooks<P> {
@@ -38,6 +39,8 @@ export interface OpenCommittedArgs<T extends PartBase> {
   open: () => Promise<AsyncIterable<T>>;
   hooks: StreamHooks<T>;
   classify: (err: unknown) => GatewayError;
+  /** the attempt's span while tracing is on */
+  trace?: AttemptTrace | undefined;
 }
 
 export function truncated(backend: string): GatewayError {
@@ -72,12 +75,16 @@ export async function openCommitted<T extends PartBase>(args: OpenCommittedArgs<
         break;
       }
       buffered.push(r.value);
-      if (hooks.completes(r.value)) completed = true;
+      if (hooks.completes(r.value)) {
+        completed = true;
+        if (args.trace !== undefined) args.trace.finished(r.value);
+      }
       if (hooks.commits(r.value) || buffered.length >= MAX_PRECOMMIT_CHUNKS) break;
     }
     // the client's first write: the buffered parts up to this one leave together
     (buffered[buffered.length - 1] as T).flush = true;
     const ttft = clock.now() - started;
+    if (args.trace !== undefined) args.trace.committed(ttft, buffered[0]);
     a.arm(args.idleTimeoutMs, 'send the next chunk within the stream idle timeout');
     return new Committed(args, it, buffered, completed, started, ttft);
   } catch (err) {
@@ -165,7 +172,10 @@ class Committed<T extends PartBase> implements AsyncIterableIterator<T>, Pollabl
       return DONE;
     }
     this.args.attempt.refresh();
-    if (!this.completed && this.args.hooks.completes(r.value)) this.completed = true;
+    if (!this.completed && this.args.hooks.completes(r.value)) {
+      this.completed = true;
+      if (this.args.trace !== undefined) this.args.trace.finished(r.value);
+    }
     return r;
   }
 
@@ -181,6 +191,7 @@ class Committed<T extends PartBase> implements AsyncIterableIterator<T>, Pollabl
     this.buffered = [];
     const { attempt: a, health, clock } = this.args;
     a.done(outcome !== 'success');
+    if (this.args.trace !== undefined) this.args.trace.streamEnded(outcome, err);
     if (outcome !== 'success') void this.it.return?.(undefined)?.catch(() => {});
     const now = clock.now();
     health.breaker.record(outcome, now);

@@ -30,6 +30,7 @@ import type { LimitName } from '../state/store.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { LabelBounds, Metrics } from '../telemetry/metrics.ts';
 import { routerMetrics } from './router-metrics.ts';
+import { startTracing, stopTracing, type Tracing } from '../telemetry/tracing.ts';
 
 const LIMIT_LABEL: Record<LimitName, string> = { requests: 'rpm', tokens: 'tpm', concurrency: 'concurrency', budget: 'budget' };
 
@@ -63,7 +64,11 @@ export class Runtime {
         .map((s) => ({ backend: s.backend, model: s.model, state: s.state === 'closed' ? 0 : s.state === 'half_open' ? 1 : 2 })),
     );
     this.gen = this.build(loaded);
+    // process-wide; `telemetry.tracing` changes take effect on restart
+    this.tracing = startTracing(loaded.config.telemetry.tracing, logger, version);
   }
+
+  private readonly tracing: Tracing | null;
 
   get deps(): Deps {
     return this.gen.deps;
@@ -170,6 +175,8 @@ export class Runtime {
   async close(): Promise<void> {
     await this.gen.deps.registry.close();
     await this.gen.services.close();
+    // spans still batched leave before close resolves
+    await stopTracing(this.tracing);
   }
 }
 

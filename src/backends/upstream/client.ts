@@ -29,6 +29,7 @@ import { upstreamMalformed } from './errors.ts';
 import type { CallOptions, OpenAIHttpOptions } from './types.ts';
 import type { ChunkPart, EventPart } from '../../protocol/stream-part.ts';
 import type { EventDecoder } from './sse-reader.ts';
+import { tracing } from '../../telemetry/tracing.ts';
 
 export class OpenAIHttpClient {
   private readonly origin: string;
@@ -49,7 +50,7 @@ export class OpenAIHttpClient {
 
   /** POST a JSON body, answer the parsed JSON of the 2xx response. */
   async postJson(path: string, body: unknown, opts: CallOptions): Promise<unknown> {
-    return parseJsonOnce(this.o.backend, await this.call('POST', path, JSON.stringify(body), opts));
+    return parseJsonOnce(this.o.backend, await this.call('POST', path, JSON.stringify(body), opts, body));
   }
 
   /**
@@ -57,7 +58,7 @@ export class OpenAIHttpClient {
    * forwarded without being rebuilt; the caller checks them).
    */
   postForBytes(path: string, body: unknown, opts: CallOptions): Promise<Buffer<ArrayBuffer>> {
-    return this.call('POST', path, JSON.stringify(body), opts);
+    return this.call('POST', path, JSON.stringify(body), opts, body);
   }
 
   /** GET, answer the parsed JSON of the 2xx response. */
@@ -73,6 +74,7 @@ export class OpenAIHttpClient {
    */
   async postStream<C extends object = object>(path: string, body: unknown, opts: CallOptions): Promise<AsyncIterableIterator<ChunkPart<C>>> {
     const headers = this.headersFor('text/event-stream', opts);
+    if (tracing !== null) this.traced(headers, opts, body);
     return new Promise((resolve, reject) => this.dispatch('POST', path, headers, JSON.stringify(body), new StreamCall<C>(this.o, opts.signal, resolve, reject)));
   }
 
@@ -83,15 +85,29 @@ export class OpenAIHttpClient {
    */
   async postEventStream(path: string, body: unknown, opts: CallOptions, decode: EventDecoder): Promise<AsyncIterableIterator<EventPart>> {
     const headers = this.headersFor('text/event-stream', opts);
+    if (tracing !== null) this.traced(headers, opts, body);
     return new Promise((resolve, reject) =>
       this.dispatch('POST', path, headers, JSON.stringify(body), new StreamCall<object, EventPart>(this.o, opts.signal, resolve, reject, decode)),
     );
   }
 
   /** A JSON call: the bytes of its 2xx answer, within `maxResponseBytes` (JsonCall). */
-  private call(method: 'GET' | 'POST', path: string, body: string | undefined, opts: CallOptions): Promise<Buffer<ArrayBuffer>> {
+  private call(method: 'GET' | 'POST', path: string, body: string | undefined, opts: CallOptions, value?: unknown): Promise<Buffer<ArrayBuffer>> {
     const headers = this.headersFor('application/json', opts);
+    if (tracing !== null) this.traced(headers, opts, value);
     return new Promise((resolve, reject) => this.dispatch(method, path, headers, body, new JsonCall(this.o, opts.signal, resolve, reject)));
+  }
+
+  /** Tracing on: the attempt's `traceparent` goes upstream, and its span learns the call. */
+  private traced(headers: string[], opts: CallOptions, body: unknown): void {
+    const at = tracing?.attemptOf(opts.signal);
+    if (at === undefined) return;
+    for (const k in at.headers) {
+      const i = headers.indexOf(k);
+      if (i >= 0 && i % 2 === 0) headers[i + 1] = at.headers[k] as string;
+      else headers.push(k, at.headers[k] as string);
+    }
+    at.call(this.origin, body);
   }
 
   private dispatch(method: 'GET' | 'POST', path: string, headers: string[], body: string | undefined, handler: UpstreamCall): void {

@@ -1,0 +1,563 @@
+/**
+ * OpenTelemetry traces with the GenAI semantic conventions, through OpenTelemetry's own SDK
+ * (BatchSpanProcessor, OTLP/HTTP exporters). Off unless configured: the standard `OTEL_*`
+ * variables, or `telemetry.tracing` in providers.yaml (the variables win).
+ *
+ * Spans: a SERVER span per API request (continuing the client's `traceparent` / `tracestate`), and
+ * a CLIENT span per upstream attempt under it, named `{gen_ai.operation.name} {gen_ai.request.model}`,
+ * whose context goes upstream as `traceparent`. A stream's attempt span ends when the stream ends.
+ *
+ * Hot path: `tracing` is null while tracing is off, and every hook is one call behind that null
+ * check; nothing else (no span objects, no context work) happens on a request. Contexts are passed
+ * explicitly (no global context manager, no AsyncLocalStorage): the router finds a request's trace
+ * by its request id, the upstream client an attempt's by the attempt's abort object.
+ */
+import { performance } from 'node:perf_hooks';
+import { defaultTextMapGetter, defaultTextMapSetter, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span, type Tracer } from '@opentelemetry/api';
+import { ExportResultCode, W3CTraceContextPropagator, type ExportResult } from '@opentelemetry/core';
+import { OTLPTraceExporter as OtlpJsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { OTLPTraceExporter as OtlpProtoExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import { detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
+import {
+  AlwaysOffSampler,
+  AlwaysOnSampler,
+  BasicTracerProvider,
+  BatchSpanProcessor,
+  ParentBasedSampler,
+  TraceIdRatioBasedSampler,
+  type ReadableSpan,
+  type Sampler,
+  type SpanExporter,
+} from '@opentelemetry/sdk-trace-base';
+import type { TracingConfig } from '../config/schema.ts';
+import { chunkOf, type ChunkPart, type EventPart } from '../protocol/stream-part.ts';
+
+/** The gateway's logger, as far as tracing needs it. */
+interface Warn {
+  warn(msg: string, fields?: Record<string, string | number | boolean | undefined>): void;
+  info(msg: string, fields?: Record<string, string | number | boolean | undefined>): void;
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** What the tracer was set up with (resolved from the variables and the config block). */
+export interface TracingSetup {
+  url: string;
+  protocol: 'http/protobuf' | 'http/json';
+  headers: Record<string, string>;
+  serviceName: string | undefined;
+  sampler: Sampler;
+  recordContent: boolean;
+}
+
+const truthy = (v: string | undefined): boolean => v !== undefined && v.trim().toLowerCase() === 'true';
+const nonEmpty = (v: string | undefined): string | undefined => (v === undefined || v.trim() === '' ? undefined : v.trim());
+
+/** `OTEL_EXPORTER_OTLP_HEADERS`' names (`k=v,k2=v2`), lower-cased. */
+function envHeaderNames(env: Env): Set<string> {
+  const names = new Set<string>();
+  for (const raw of [env.OTEL_EXPORTER_OTLP_HEADERS, env.OTEL_EXPORTER_OTLP_TRACES_HEADERS]) {
+    if (!raw) continue;
+    for (const pair of raw.split(',')) {
+      const eq = pair.indexOf('=');
+      if (eq > 0) names.add(decodeURIComponent(pair.slice(0, eq).trim()).toLowerCase());
+    }
+  }
+  return names;
+}
+
+function samplerFrom(name: string | undefined, arg: number | undefined): Sampler {
+  const ratio = arg === undefined || !Number.isFinite(arg) || arg < 0 || arg > 1 ? 1 : arg;
+  switch ((name ?? 'parentbased_always_on').trim().toLowerCase()) {
+    case 'always_on':
+      return new AlwaysOnSampler();
+    case 'always_off':
+      return new AlwaysOffSampler();
+    case 'traceidratio':
+      return new TraceIdRatioBasedSampler(ratio);
+    case 'parentbased_always_off':
+      return new ParentBasedSampler({ root: new AlwaysOffSampler() });
+    case 'parentbased_traceidratio':
+      return new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(ratio) });
+    default:
+      return new ParentBasedSampler({ root: new AlwaysOnSampler() });
+  }
+}
+
+/**
+ * The tracer's settings, or null when tracing is off: `OTEL_SDK_DISABLED=true`, or neither an
+ * endpoint variable nor an enabled `telemetry.tracing` block. Each variable wins over its setting.
+ */
+export function resolveTracing(cfg: TracingConfig | undefined, env: Env = process.env): TracingSetup | null {
+  if (truthy(env.OTEL_SDK_DISABLED)) return null;
+  const tracesEndpoint = nonEmpty(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
+  const endpoint = nonEmpty(env.OTEL_EXPORTER_OTLP_ENDPOINT);
+  const fromEnv = tracesEndpoint !== undefined || endpoint !== undefined;
+  if (!fromEnv && (cfg === undefined || cfg.enabled === false || (cfg.endpoint === undefined && cfg.traces_endpoint === undefined))) return null;
+  const base = (b: string): string => `${b.replace(/\/+$/, '')}/v1/traces`;
+  const url =
+    tracesEndpoint ??
+    (endpoint !== undefined ? base(endpoint) : undefined) ??
+    cfg?.traces_endpoint ??
+    (cfg?.endpoint !== undefined ? base(cfg.endpoint) : 'http://localhost:4318/v1/traces');
+  const p = nonEmpty(env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL) ?? nonEmpty(env.OTEL_EXPORTER_OTLP_PROTOCOL) ?? cfg?.protocol ?? 'http/protobuf';
+  const protocol = p === 'http/json' ? 'http/json' : 'http/protobuf';
+  // the exporter adds the variables' headers itself; a configured header they also name gives way
+  const shadowed = envHeaderNames(env);
+  const headers: Record<string, string> = {};
+  for (const [k, v] of Object.entries(cfg?.headers ?? {})) if (!shadowed.has(k.toLowerCase())) headers[k] = v;
+  const argText = nonEmpty(env.OTEL_TRACES_SAMPLER_ARG);
+  const arg = argText !== undefined ? Number(argText) : cfg?.sampler_arg;
+  return {
+    url,
+    protocol,
+    headers,
+    serviceName: nonEmpty(env.OTEL_SERVICE_NAME) ?? cfg?.service_name,
+    sampler: samplerFrom(nonEmpty(env.OTEL_TRACES_SAMPLER) ?? cfg?.sampler, arg),
+    recordContent: cfg?.record_content ?? false,
+  };
+}
+
+/**
+ * The exporter, reporting a failed export once (not once per batch or span) until an export
+ * succeeds again. Exports run from the BatchSpanProcessor's timer, never on a request.
+ */
+class ReportingExporter implements SpanExporter {
+  private failing = false;
+
+  constructor(
+    private readonly inner: SpanExporter,
+    private readonly logger: Warn,
+    private readonly url: string,
+  ) {}
+
+  export(spans: ReadableSpan[], done: (r: ExportResult) => void): void {
+    this.inner.export(spans, (r) => {
+      if (r.code !== ExportResultCode.SUCCESS) {
+        if (!this.failing) {
+          this.failing = true;
+          this.logger.warn('trace export failed; spans are dropped until the collector answers', { endpoint: this.url, error: r.error?.message ?? 'unknown error' });
+        }
+      } else if (this.failing) {
+        this.failing = false;
+        this.logger.info('trace export recovered', { endpoint: this.url });
+      }
+      done(r);
+    });
+  }
+
+  shutdown(): Promise<void> {
+    return this.inner.shutdown();
+  }
+
+  forceFlush(): Promise<void> {
+    return this.inner.forceFlush?.() ?? Promise.resolve();
+  }
+}
+
+const propagator = new W3CTraceContextPropagator();
+
+/**
+ * Epoch ms on one clock for every span's start, end and event (the SDK's own anchors each span to
+ * Date.now(), so a child could end "after" its parent): performance.now() from its time origin.
+ */
+const now = (): number => performance.timeOrigin + performance.now();
+
+/** A request's operation as the GenAI conventions name it. */
+const OPERATION: Record<string, string> = {
+  chat: 'chat',
+  completions: 'text_completion',
+  embeddings: 'embeddings',
+  responses: 'chat',
+  messages: 'chat',
+};
+
+/** A backend type's `gen_ai.provider.name`. */
+const PROVIDER: Record<string, string> = {
+  openai: 'openai',
+  anthropic: 'anthropic',
+  llamacpp: 'llama_cpp',
+  onnx: 'onnx_runtime',
+  fake: 'switchyard.fake',
+};
+
+/** What the access log knows when a request ends (a structural view of http's RequestLog). */
+export interface RequestFacts {
+  route: string;
+  model?: string | undefined;
+  backend?: string | undefined;
+  upstreamModel?: string | undefined;
+  attempts?: number | undefined;
+  errorCode?: string | null | undefined;
+  promptTokens?: number | undefined;
+  completionTokens?: number | undefined;
+  stream?: boolean | undefined;
+  key?: string | undefined;
+  costUsd?: number | undefined;
+  cache?: 'hit' | 'miss' | 'bypass' | undefined;
+  ttftMs?: number | undefined;
+}
+
+/** What the router knows when it starts an attempt. */
+export interface AttemptFacts {
+  op: string;
+  /** model name sent upstream */
+  model: string;
+  publicModel: string;
+  backend: string;
+  backendType: string;
+  policy: string;
+  attempt: number;
+  retry: number;
+  failover: boolean;
+  breaker: string;
+  maxTokens?: number | undefined;
+  /** the attempt's abort object, which the upstream client is given (its way to this span) */
+  abortKey?: object | undefined;
+}
+
+/** A failure as the router classified it. */
+export interface FailureFacts {
+  status: number;
+  code?: string | null | undefined;
+  type: string;
+  message: string;
+}
+
+type Obj = Record<string, unknown>;
+const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
+const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+
+/** One upstream attempt's CLIENT span. */
+export class AttemptTrace {
+  /** `traceparent` (and `tracestate`) of this span, for the upstream call */
+  readonly headers: Record<string, string> = {};
+  private endAt: number | undefined;
+  private ended = false;
+  /** the attempt that served the answer: usage and cost come from the request's end */
+  served = false;
+
+  constructor(
+    readonly span: Span,
+    ctx: Context,
+    private readonly owner: RequestTrace,
+  ) {
+    propagator.inject(trace.setSpan(ctx, span), this.headers, defaultTextMapSetter);
+  }
+
+  /** The call as sent upstream: server address, request parameters, and (opted in) the messages. */
+  call(origin: string, body: unknown): void {
+    const s = this.span;
+    if (!s.isRecording()) return;
+    try {
+      const u = new URL(origin);
+      s.setAttribute('server.address', u.hostname);
+      s.setAttribute('server.port', u.port !== '' ? Number(u.port) : u.protocol === 'https:' ? 443 : 80);
+    } catch {
+      // an origin undici took is a URL
+    }
+    if (!isObj(body)) return;
+    const maxTokens = num(body.max_completion_tokens) ?? num(body.max_tokens) ?? num(body.max_output_tokens);
+    if (maxTokens !== undefined) s.setAttribute('gen_ai.request.max_tokens', maxTokens);
+    const temperature = num(body.temperature);
+    if (temperature !== undefined) s.setAttribute('gen_ai.request.temperature', temperature);
+    const topP = num(body.top_p);
+    if (topP !== undefined) s.setAttribute('gen_ai.request.top_p', topP);
+    if (this.owner.recordContent) {
+      const input = body.messages ?? body.input ?? body.prompt;
+      if (input !== undefined) s.setAttribute('gen_ai.input.messages', JSON.stringify(input));
+    }
+  }
+
+  /** A JSON answer (chat completion, completion, embeddings, native Responses / Messages object). */
+  answer(result: unknown): void {
+    this.served = true;
+    this.endAt = now();
+    const s = this.span;
+    if (!s.isRecording() || !isObj(result) || Object.getPrototypeOf(result) !== Object.prototype) return;
+    const id = str(result.id);
+    if (id !== undefined) s.setAttribute('gen_ai.response.id', id);
+    const model = str(result.model);
+    if (model !== undefined) s.setAttribute('gen_ai.response.model', model);
+    const reasons: string[] = [];
+    if (Array.isArray(result.choices)) {
+      for (const c of result.choices as unknown[]) if (isObj(c) && typeof c.finish_reason === 'string') reasons.push(c.finish_reason);
+    }
+    const stop = str(result.stop_reason) ?? (result.object === 'response' ? str(result.status) : undefined);
+    if (stop !== undefined) reasons.push(stop);
+    if (reasons.length > 0) s.setAttribute('gen_ai.response.finish_reasons', reasons);
+    this.usage(result.usage);
+    if (this.owner.recordContent) {
+      const out = result.choices ?? result.content ?? result.output;
+      if (out !== undefined) s.setAttribute('gen_ai.output.messages', JSON.stringify(out));
+    }
+  }
+
+  private usage(u: unknown): void {
+    if (!isObj(u)) return;
+    const s = this.span;
+    const input = num(u.prompt_tokens) ?? num(u.input_tokens);
+    const output = num(u.completion_tokens) ?? num(u.output_tokens);
+    if (input !== undefined) s.setAttribute('gen_ai.usage.input_tokens', input);
+    if (output !== undefined) s.setAttribute('gen_ai.usage.output_tokens', output);
+    const details = isObj(u.prompt_tokens_details) ? u.prompt_tokens_details : isObj(u.input_tokens_details) ? u.input_tokens_details : undefined;
+    const cacheRead = num(u.cache_read_input_tokens) ?? num(details?.cached_tokens);
+    if (cacheRead !== undefined) s.setAttribute('gen_ai.usage.cache_read.input_tokens', cacheRead);
+    const cacheCreation = num(u.cache_creation_input_tokens);
+    if (cacheCreation !== undefined) s.setAttribute('gen_ai.usage.cache_creation.input_tokens', cacheCreation);
+  }
+
+  /** A stream reached its commit point: time to first chunk, and the response's id and model. */
+  committed(ttftMs: number, first: ChunkPart<object> | EventPart | object | undefined): void {
+    const s = this.span;
+    this.served = true;
+    if (!s.isRecording()) return;
+    s.setAttribute('switchyard.ttft_ms', Math.round(ttftMs * 100) / 100);
+    s.addEvent('gen_ai.first_chunk', { 'switchyard.ttft_ms': Math.round(ttftMs * 100) / 100 }, now());
+    const head = headOf(first);
+    if (head === undefined) return;
+    const id = str(head.id);
+    if (id !== undefined) s.setAttribute('gen_ai.response.id', id);
+    const model = str(head.model);
+    if (model !== undefined) s.setAttribute('gen_ai.response.model', model);
+  }
+
+  /** A stream part that finishes the answer: its finish reasons. */
+  finished(part: object): void {
+    const s = this.span;
+    if (!s.isRecording()) return;
+    const head = headOf(part);
+    if (head === undefined) return;
+    const reasons: string[] = [];
+    if (Array.isArray(head.choices)) for (const c of head.choices as unknown[]) if (isObj(c) && typeof c.finish_reason === 'string') reasons.push(c.finish_reason);
+    if (isObj(head.delta) && typeof head.delta.stop_reason === 'string') reasons.push(head.delta.stop_reason);
+    if (reasons.length > 0) s.setAttribute('gen_ai.response.finish_reasons', reasons);
+  }
+
+  /** A stream ended (after its commit point): the span ends now, its usage filled in at the request's end. */
+  streamEnded(outcome: 'success' | 'failure' | 'neutral', err?: FailureFacts): void {
+    this.endAt = now();
+    if (outcome === 'neutral') this.span.setAttribute('switchyard.client_closed', true);
+    if (outcome === 'failure' && err !== undefined) this.markFailed(err);
+  }
+
+  /** The attempt failed (before a commit point, or a JSON call): the span ends with the error. */
+  fail(err: FailureFacts): void {
+    if (this.ended) return;
+    if (err.status === 499) this.span.setAttribute('switchyard.client_closed', true);
+    else this.markFailed(err);
+    this.end();
+  }
+
+  private markFailed(err: FailureFacts): void {
+    const s = this.span;
+    s.setAttribute('error.type', err.code ?? err.type);
+    s.setAttribute('switchyard.error.status', err.status);
+    s.setStatus({ code: SpanStatusCode.ERROR, message: err.message });
+  }
+
+  /** Usage and cost of the request, on the attempt that served it. */
+  settle(f: RequestFacts): void {
+    if (this.ended) return;
+    const s = this.span;
+    if (this.served && s.isRecording()) {
+      if (f.promptTokens !== undefined) s.setAttribute('gen_ai.usage.input_tokens', f.promptTokens);
+      if (f.completionTokens !== undefined) s.setAttribute('gen_ai.usage.output_tokens', f.completionTokens);
+      if (f.costUsd !== undefined) s.setAttribute('switchyard.cost_usd', f.costUsd);
+    }
+    this.end();
+  }
+
+  end(): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.span.end(this.endAt ?? now());
+  }
+}
+
+/** The first JSON object of a part: a chunk, or a native event's data (its `message` / `response` for id and model). */
+function headOf(part: unknown): Obj | undefined {
+  if (!isObj(part)) return undefined;
+  if (part.kind === 'chunk') return chunkOf(part as unknown as ChunkPart<Obj>);
+  if (part.kind === 'event' && typeof part.data === 'string') {
+    try {
+      const v: unknown = JSON.parse(part.data);
+      if (!isObj(v)) return undefined;
+      if (isObj(v.message)) return v.message;
+      if (isObj(v.response)) return v.response;
+      return v;
+    } catch {
+      return undefined;
+    }
+  }
+  return undefined;
+}
+
+/** One API request's SERVER span and its attempts. */
+export class RequestTrace {
+  readonly ctx: Context;
+  private readonly attempts: AttemptTrace[] = [];
+  private ended = false;
+
+  constructor(
+    readonly span: Span,
+    parent: Context,
+    private readonly owner: Tracing,
+    readonly requestId: string,
+    readonly recordContent: boolean,
+  ) {
+    this.ctx = trace.setSpan(parent, span);
+  }
+
+  /** A CLIENT span for one upstream attempt, child of this request's span. */
+  attempt(f: AttemptFacts): AttemptTrace {
+    const op = OPERATION[f.op] ?? f.op;
+    const attributes: Attributes = {
+      'gen_ai.operation.name': op,
+      'gen_ai.provider.name': PROVIDER[f.backendType] ?? f.backendType,
+      'gen_ai.request.model': f.model,
+      'switchyard.model': f.publicModel,
+      'switchyard.backend': f.backend,
+      'switchyard.attempt': f.attempt,
+      'switchyard.retry': f.retry,
+      'switchyard.failover': f.failover,
+      'switchyard.policy': f.policy,
+      'switchyard.breaker.state': f.breaker,
+    };
+    if (f.maxTokens !== undefined) attributes['gen_ai.request.max_tokens'] = f.maxTokens;
+    const span = this.owner.tracer.startSpan(`${op} ${f.model}`, { kind: SpanKind.CLIENT, attributes, startTime: now() }, this.ctx);
+    const a = new AttemptTrace(span, this.ctx, this);
+    this.attempts.push(a);
+    this.owner.byAbort.set(f.abortKey ?? a, a);
+    return a;
+  }
+
+  /** The request's answer has finished (or the client went away): both spans end. */
+  finish(status: number, f: RequestFacts): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.owner.forget(this);
+    for (const a of this.attempts) a.settle(f);
+    const s = this.span;
+    if (s.isRecording()) {
+      s.setAttribute('http.response.status_code', status);
+      s.setAttribute('http.route', f.route);
+      if (f.model !== undefined) s.setAttribute('switchyard.model', f.model);
+      if (f.backend !== undefined) s.setAttribute('switchyard.backend', f.backend);
+      if (f.upstreamModel !== undefined) s.setAttribute('gen_ai.request.model', f.upstreamModel);
+      if (f.attempts !== undefined) s.setAttribute('switchyard.attempts', f.attempts);
+      if (f.cache !== undefined) s.setAttribute('switchyard.cache', f.cache);
+      if (f.stream !== undefined) s.setAttribute('switchyard.stream', f.stream);
+      if (f.key !== undefined) s.setAttribute('switchyard.key', f.key);
+      if (f.promptTokens !== undefined) s.setAttribute('gen_ai.usage.input_tokens', f.promptTokens);
+      if (f.completionTokens !== undefined) s.setAttribute('gen_ai.usage.output_tokens', f.completionTokens);
+      if (f.costUsd !== undefined) s.setAttribute('switchyard.cost_usd', f.costUsd);
+      if (f.ttftMs !== undefined) s.setAttribute('switchyard.ttft_ms', Math.round(f.ttftMs * 100) / 100);
+      if (f.errorCode) s.setAttribute('switchyard.error.code', f.errorCode);
+      if (status >= 500) {
+        s.setAttribute('error.type', f.errorCode ?? String(status));
+        s.setStatus({ code: SpanStatusCode.ERROR });
+      }
+    }
+    s.end(now());
+  }
+}
+
+/** The tracer of this process while tracing is on. */
+export class Tracing {
+  readonly tracer: Tracer;
+  /** requests in flight by request id (the router's way to its request's span) */
+  private readonly requests = new Map<string, RequestTrace>();
+  /** attempts by their abort object (the upstream client's way to its attempt's span) */
+  readonly byAbort = new WeakMap<object, AttemptTrace>();
+
+  constructor(
+    private readonly provider: BasicTracerProvider,
+    readonly setup: TracingSetup,
+  ) {
+    this.tracer = provider.getTracer('switchyard');
+  }
+
+  /** A SERVER span for an API request, continuing the client's trace context. */
+  startRequest(requestId: string, method: string, path: string, route: string, headers: Readonly<Record<string, string | string[] | undefined>>): RequestTrace {
+    const parent = headers.traceparent !== undefined ? propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter) : ROOT_CONTEXT;
+    const span = this.tracer.startSpan(
+      route === 'unmatched' ? method : `${method} ${route}`,
+      { kind: SpanKind.SERVER, attributes: { 'http.request.method': method, 'url.path': path, 'http.route': route, 'switchyard.request_id': requestId }, startTime: now() },
+      parent,
+    );
+    const r = new RequestTrace(span, parent, this, requestId, this.setup.recordContent);
+    this.requests.set(requestId, r);
+    return r;
+  }
+
+  request(requestId: string): RequestTrace | undefined {
+    return this.requests.get(requestId);
+  }
+
+  forget(r: RequestTrace): void {
+    if (this.requests.get(r.requestId) === r) this.requests.delete(r.requestId);
+  }
+
+  /** The attempt an upstream call belongs to, by the abort it was given. */
+  attemptOf(abort: object): AttemptTrace | undefined {
+    return this.byAbort.get(abort);
+  }
+
+  /** trace_id and span_id of a request's server span, for its log lines. */
+  ids(requestId: string): { trace_id: string; span_id: string } | undefined {
+    const r = this.requests.get(requestId);
+    if (r === undefined) return undefined;
+    const c = r.span.spanContext();
+    return { trace_id: c.traceId, span_id: c.spanId };
+  }
+
+  flush(): Promise<void> {
+    return this.provider.forceFlush();
+  }
+
+  shutdown(): Promise<void> {
+    return this.provider.shutdown();
+  }
+}
+
+/** The process's tracing while it is on; null while off (the one check on the request path). */
+export let tracing: Tracing | null = null;
+
+/**
+ * Starts tracing as configured (replacing a tracer already running), or leaves it off. Returns
+ * the tracer, or null when off.
+ */
+export function startTracing(cfg: TracingConfig | undefined, logger: Warn, version: string, env: Env = process.env): Tracing | null {
+  const setup = resolveTracing(cfg, env);
+  if (setup === null) return null;
+  const options = { url: setup.url, headers: setup.headers };
+  const exporter = setup.protocol === 'http/json' ? new OtlpJsonExporter(options) : new OtlpProtoExporter(options);
+  const attrs: Attributes = { 'service.name': setup.serviceName ?? 'switchyard', 'service.version': version };
+  for (const [k, v] of Object.entries(cfg?.resource_attributes ?? {})) attrs[k] = v;
+  // OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME win over the block
+  let resource = resourceFromAttributes(attrs).merge(detectResources({ detectors: [envDetector] }));
+  if (setup.serviceName !== undefined) resource = resource.merge(resourceFromAttributes({ 'service.name': setup.serviceName }));
+  const provider = new BasicTracerProvider({
+    resource,
+    sampler: setup.sampler,
+    spanProcessors: [new BatchSpanProcessor(new ReportingExporter(exporter, logger, setup.url))],
+  });
+  const previous = tracing;
+  tracing = new Tracing(provider, setup);
+  if (previous !== null) void previous.shutdown().catch(() => {});
+  logger.info('tracing on', { endpoint: setup.url, protocol: setup.protocol });
+  return tracing;
+}
+
+/** Flushes what is pending and turns tracing off (gateway close). */
+export async function stopTracing(t: Tracing | null): Promise<void> {
+  if (t === null) return;
+  if (tracing === t) tracing = null;
+  try {
+    await t.shutdown();
+  } catch {
+    // an unreachable collector was reported by the exporter
+  }
+}

@@ -1,0 +1,358 @@
+/**
+ * OpenTelemetry traces end to end: a real gateway exporting through OpenTelemetry's OTLP/HTTP
+ * exporters to a receiver in this test (node:http), in protobuf (decoded with protobufjs from the
+ * OTLP trace definitions below) and in JSON. Checks what a collector would show: span names,
+ * kinds, parent/child links, GenAI attributes, a failover's two attempts, a stream's span ending
+ * after its last chunk, and the trace context continued from the client and passed upstream.
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import protobuf from 'protobufjs';
+import { upstreamsWithGateway } from './support/suite.ts';
+
+// The OTLP trace messages the receiver needs (opentelemetry-proto, trace/v1 and common/v1).
+const OTLP_PROTO = `
+syntax = "proto3";
+package otlp;
+message ExportTraceServiceRequest { repeated ResourceSpans resource_spans = 1; }
+message ResourceSpans { Resource resource = 1; repeated ScopeSpans scope_spans = 2; string schema_url = 3; }
+message Resource { repeated KeyValue attributes = 1; uint32 dropped_attributes_count = 2; }
+message InstrumentationScope { string name = 1; string version = 2; }
+message ScopeSpans { InstrumentationScope scope = 1; repeated Span spans = 2; string schema_url = 3; }
+message Span {
+  bytes trace_id = 1; bytes span_id = 2; string trace_state = 3; bytes parent_span_id = 4;
+  string name = 5; int32 kind = 6; fixed64 start_time_unix_nano = 7; fixed64 end_time_unix_nano = 8;
+  repeated KeyValue attributes = 9; uint32 dropped_attributes_count = 10; repeated Event events = 11;
+  Status status = 15; fixed32 flags = 16;
+}
+message Event { fixed64 time_unix_nano = 1; string name = 2; repeated KeyValue attributes = 3; }
+message Status { string message = 2; int32 code = 3; }
+message KeyValue { string key = 1; AnyValue value = 2; }
+message AnyValue {
+  oneof value { string string_value = 1; bool bool_value = 2; int64 int_value = 3; double double_value = 4;
+    ArrayValue array_value = 5; KeyValueList kvlist_value = 6; bytes bytes_value = 7; }
+}
+message ArrayValue { repeated AnyValue values = 1; }
+message KeyValueList { repeated KeyValue values = 1; }
+`;
+const ExportRequest = protobuf.parse(OTLP_PROTO).root.lookupType('otlp.ExportTraceServiceRequest');
+
+const SPAN_KIND = { SERVER: 2, CLIENT: 3 } as const;
+
+interface SpanView {
+  name: string;
+  kind: number;
+  traceId: string;
+  spanId: string;
+  parentSpanId: string;
+  start: bigint;
+  end: bigint;
+  attrs: Record<string, unknown>;
+  events: string[];
+  statusCode: number;
+  resource: Record<string, unknown>;
+}
+
+type Obj = Record<string, unknown>;
+const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+function anyValue(v: unknown): unknown {
+  if (!isObj(v)) return undefined;
+  if ('stringValue' in v) return v.stringValue;
+  if ('boolValue' in v) return v.boolValue;
+  if ('intValue' in v) return Number(v.intValue);
+  if ('doubleValue' in v) return Number(v.doubleValue);
+  if ('arrayValue' in v && isObj(v.arrayValue)) return ((v.arrayValue.values as unknown[] | undefined) ?? []).map(anyValue);
+  return undefined;
+}
+
+function attrsOf(list: unknown): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const kv of (list as Obj[] | undefined) ?? []) out[kv.key as string] = anyValue(kv.value);
+  return out;
+}
+
+/** A decoded export request (protobuf decoded to the same camelCase shape OTLP/JSON has). */
+function spansOf(req: Obj, hex: (v: unknown) => string): SpanView[] {
+  const out: SpanView[] = [];
+  for (const rs of (req.resourceSpans as Obj[] | undefined) ?? []) {
+    const resource = attrsOf(isObj(rs.resource) ? rs.resource.attributes : undefined);
+    for (const ss of (rs.scopeSpans as Obj[] | undefined) ?? []) {
+      for (const s of (ss.spans as Obj[] | undefined) ?? []) {
+        out.push({
+          name: s.name as string,
+          kind: Number(s.kind),
+          traceId: hex(s.traceId),
+          spanId: hex(s.spanId),
+          parentSpanId: hex(s.parentSpanId),
+          start: BigInt(String(s.startTimeUnixNano)),
+          end: BigInt(String(s.endTimeUnixNano)),
+          attrs: attrsOf(s.attributes),
+          events: ((s.events as Obj[] | undefined) ?? []).map((e) => e.name as string),
+          statusCode: isObj(s.status) ? Number(s.status.code ?? 0) : 0,
+          resource,
+        });
+      }
+    }
+  }
+  return out;
+}
+
+/** An OTLP/HTTP trace receiver: both encodings, every span kept. */
+async function startReceiver(): Promise<{ url: string; spans: SpanView[]; contentTypes: Set<string>; close(): Promise<void>; waitFor(pred: (s: SpanView[]) => boolean, what: string): Promise<void> }> {
+  const spans: SpanView[] = [];
+  const contentTypes = new Set<string>();
+  const waiters = new Set<() => void>();
+  const server = http.createServer((req, res) => {
+    const parts: Buffer[] = [];
+    req.on('data', (c: Buffer) => parts.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(parts);
+      const type = req.headers['content-type'] ?? '';
+      contentTypes.add(type);
+      if (req.url !== '/v1/traces' || req.method !== 'POST') {
+        res.writeHead(404).end();
+        return;
+      }
+      if (type.startsWith('application/x-protobuf')) {
+        const msg = ExportRequest.toObject(ExportRequest.decode(body), { longs: String, bytes: Buffer, defaults: true });
+        spans.push(...spansOf(msg, (v) => Buffer.from(v as Uint8Array).toString('hex')));
+        res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
+      } else {
+        spans.push(...spansOf(JSON.parse(body.toString('utf8')) as Obj, (v) => (typeof v === 'string' ? v.toLowerCase() : '')));
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      }
+      for (const w of waiters) w();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    url,
+    spans,
+    contentTypes,
+    close: () => new Promise<void>((r) => server.close(() => r())),
+    waitFor: (pred, what) =>
+      new Promise<void>((resolve, reject) => {
+        if (pred(spans)) return resolve();
+        const timer = setTimeout(() => {
+          waiters.delete(check);
+          reject(new Error(`no spans for ${what}; got ${JSON.stringify(spans.map((s) => s.name))}`));
+        }, 5000);
+        const check = (): void => {
+          if (!pred(spans)) return;
+          clearTimeout(timer);
+          waiters.delete(check);
+          resolve();
+        };
+        waiters.add(check);
+      }),
+  };
+}
+
+type Receiver = Awaited<ReturnType<typeof startReceiver>>;
+
+const CLIENT_KEY = 'sk-client-key-123456';
+
+const yaml = (a: string, b: string, block = ''): string => `
+routing: { retry: { max_retries: 0 }, breaker: { consecutive_failures: 0, min_requests: 1000000 } }
+keys: [ { name: app, key: "${CLIENT_KEY}" } ]
+backends:
+  a: { type: openai, base_url: "${a}", api_key: "sk-a-secret" }
+  b: { type: openai, base_url: "${b}", api_key: "sk-b-secret" }
+models:
+  m: { targets: [ { backend: a, model: a-model }, { backend: b, model: b-model } ] }
+${block}`;
+
+async function chat(base: string, body: Obj, headers: Record<string, string> = {}): Promise<{ status: number; text: string; requestId: string }> {
+  const res = await fetch(`${base}/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_KEY}`, ...headers },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, text: await res.text(), requestId: res.headers.get('x-request-id') ?? '' };
+}
+
+/** The request's server span and its attempt spans, once all of them arrived. */
+async function traceOf(rx: Receiver, requestId: string, attempts: number): Promise<{ server: SpanView; children: SpanView[] }> {
+  const find = (): { server: SpanView; children: SpanView[] } | undefined => {
+    const server = rx.spans.find((s) => s.attrs['switchyard.request_id'] === requestId);
+    if (server === undefined) return undefined;
+    const children = rx.spans.filter((s) => s.parentSpanId === server.spanId && s.traceId === server.traceId);
+    return children.length >= attempts ? { server, children: children.sort((x, y) => Number(x.attrs['switchyard.attempt']) - Number(y.attrs['switchyard.attempt'])) } : undefined;
+  };
+  await rx.waitFor(() => find() !== undefined, `request ${requestId}`);
+  return find() as { server: SpanView; children: SpanView[] };
+}
+
+// spans leave the BatchSpanProcessor 10 ms after they end (the standard variable, read by the SDK)
+process.env.OTEL_BSP_SCHEDULE_DELAY = '10';
+
+const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
+const CLIENT_PARENT = '00f067aa0ba902b7';
+
+describe('tracing over OTLP/HTTP protobuf (configured by the OTEL_* variables)', () => {
+  let rx: Receiver;
+  const saved = { ...process.env };
+  before(async () => {
+    rx = await startReceiver();
+    process.env.OTEL_EXPORTER_OTLP_ENDPOINT = rx.url;
+    process.env.OTEL_SERVICE_NAME = 'switchyard-under-test';
+  });
+  const ctx = upstreamsWithGateway({
+    upstreams: { fakeA: {}, fakeB: {} },
+    yaml: ({ fakeA, fakeB }) => yaml(fakeA.url, fakeB.url),
+  });
+  after(async () => {
+    for (const k of ['OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_SERVICE_NAME']) {
+      if (saved[k] === undefined) delete process.env[k];
+      else process.env[k] = saved[k];
+    }
+  });
+  after(() => rx.close());
+
+  test('a chat request: SERVER span continuing the client trace, CLIENT attempt span, traceparent upstream, ids in the log', async () => {
+    const r = await chat(
+      ctx.gw.baseURL,
+      { model: 'm', messages: [{ role: 'user', content: 'secret prompt text' }], max_tokens: 50, temperature: 0.3, top_p: 0.9 },
+      { traceparent: `00-${TRACE_ID}-${CLIENT_PARENT}-01`, tracestate: 'vendor=x1' },
+    );
+    assert.equal(r.status, 200, r.text);
+    const { server, children } = await traceOf(rx, r.requestId, 1);
+    assert.ok([...rx.contentTypes].some((t) => t.startsWith('application/x-protobuf')), 'exported as protobuf');
+
+    assert.equal(server.kind, SPAN_KIND.SERVER);
+    assert.equal(server.name, 'POST /v1/chat/completions');
+    assert.equal(server.traceId, TRACE_ID, 'the client trace is continued');
+    assert.equal(server.parentSpanId, CLIENT_PARENT);
+    assert.equal(server.attrs['http.request.method'], 'POST');
+    assert.equal(server.attrs['http.route'], '/v1/chat/completions');
+    assert.equal(server.attrs['url.path'], '/v1/chat/completions');
+    assert.equal(server.attrs['http.response.status_code'], 200);
+    assert.equal(server.resource['service.name'], 'switchyard-under-test');
+
+    assert.equal(children.length, 1);
+    const [at] = children as [SpanView];
+    assert.equal(at.kind, SPAN_KIND.CLIENT);
+    assert.equal(at.name, 'chat a-model');
+    assert.equal(at.attrs['gen_ai.operation.name'], 'chat');
+    assert.equal(at.attrs['gen_ai.provider.name'], 'openai');
+    assert.equal(at.attrs['gen_ai.request.model'], 'a-model');
+    assert.equal(at.attrs['gen_ai.response.model'], 'a-model');
+    assert.equal(typeof at.attrs['gen_ai.response.id'], 'string');
+    assert.equal(at.attrs['gen_ai.request.max_tokens'], 50);
+    assert.equal(at.attrs['gen_ai.request.temperature'], 0.3);
+    assert.equal(at.attrs['gen_ai.request.top_p'], 0.9);
+    assert.deepEqual(at.attrs['gen_ai.response.finish_reasons'], ['stop']);
+    assert.ok(Number(at.attrs['gen_ai.usage.input_tokens']) > 0);
+    assert.ok(Number(at.attrs['gen_ai.usage.output_tokens']) > 0);
+    assert.equal(at.attrs['server.address'], '127.0.0.1');
+    assert.equal(typeof at.attrs['server.port'], 'number');
+    assert.equal(at.attrs['switchyard.backend'], 'a');
+    assert.equal(at.attrs['switchyard.attempt'], 1);
+    assert.equal(at.attrs['switchyard.breaker.state'], 'closed');
+    assert.equal(at.attrs['error.type'], undefined);
+    assert.equal(at.attrs['gen_ai.input.messages'], undefined, 'prompts are not recorded by default');
+    assert.ok(!JSON.stringify(rx.spans.map((s) => [s.attrs, s.events])).includes('secret prompt text'));
+
+    // the upstream saw the attempt span's context, in the client's trace
+    const sent = ctx.fakeA.requests.at(-1)?.headers;
+    assert.equal(sent?.traceparent, `00-${TRACE_ID}-${at.spanId}-01`);
+    assert.equal(sent?.tracestate, 'vendor=x1');
+
+    const line = ctx.gw.logs.map((l) => JSON.parse(l) as Obj).find((l) => l.msg === 'request' && l.request_id === r.requestId);
+    assert.equal(line?.trace_id, TRACE_ID);
+    assert.equal(line?.span_id, server.spanId);
+  });
+
+  test('a failover: two attempt spans under the request, the failed one with error.type', async () => {
+    ctx.fakeA.enqueue({ kind: 'error', status: 503, message: 'overloaded' });
+    const r = await chat(ctx.gw.baseURL, { model: 'm', messages: [{ role: 'user', content: 'hi' }] });
+    assert.equal(r.status, 200, r.text);
+    const { server, children } = await traceOf(rx, r.requestId, 2);
+    assert.equal(children.length, 2);
+    const [first, second] = children as [SpanView, SpanView];
+    assert.equal(first.name, 'chat a-model');
+    assert.equal(typeof first.attrs['error.type'], 'string');
+    assert.equal(first.statusCode, 2, 'span status ERROR');
+    assert.equal(first.attrs['switchyard.failover'], false);
+    assert.equal(second.name, 'chat b-model');
+    assert.equal(second.attrs['error.type'], undefined);
+    assert.equal(second.attrs['switchyard.attempt'], 2);
+    assert.equal(second.attrs['switchyard.failover'], true);
+    assert.equal(server.attrs['switchyard.attempts'], 2);
+    assert.equal(server.attrs['switchyard.backend'], 'b');
+    // each upstream got its own attempt's traceparent
+    assert.equal(ctx.fakeA.requests.at(-1)?.headers.traceparent, `00-${server.traceId}-${first.spanId}-01`);
+    assert.equal(ctx.fakeB.requests.at(-1)?.headers.traceparent, `00-${server.traceId}-${second.spanId}-01`);
+  });
+
+  test('a stream: the attempt span ends after the last chunk, with the time to first chunk', async () => {
+    ctx.fakeA.enqueue({ kind: 'stream', chunks: ['one ', 'two ', 'three'], delayMs: 15 });
+    const r = await chat(ctx.gw.baseURL, { model: 'm', stream: true, messages: [{ role: 'user', content: 'hi' }] });
+    assert.equal(r.status, 200);
+    assert.match(r.text, /data: \[DONE\]/);
+    const { server, children } = await traceOf(rx, r.requestId, 1);
+    const [at] = children as [SpanView];
+    assert.equal(at.name, 'chat a-model');
+    assert.ok(at.events.includes('gen_ai.first_chunk'), `events: ${at.events.join(', ')}`);
+    assert.equal(typeof at.attrs['switchyard.ttft_ms'], 'number');
+    assert.deepEqual(at.attrs['gen_ai.response.finish_reasons'], ['stop']);
+    const lastWrite = ctx.fakeA.lastStreamWrites.at(-1) as number;
+    const lastWriteNs = BigInt(Math.floor((performance.timeOrigin + lastWrite) * 1e6));
+    assert.ok(at.end >= lastWriteNs, 'the attempt span ends after the upstream wrote its last chunk');
+    assert.ok(server.end >= at.end, 'the server span ends last');
+    assert.equal(server.attrs['switchyard.stream'], true);
+  });
+
+  test('a refusal (401) is a server span with its status and error code, and no attempt', async () => {
+    const res = await fetch(`${ctx.gw.baseURL}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer wrong-key-000000' },
+      body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    assert.equal(res.status, 401);
+    const id = res.headers.get('x-request-id') ?? '';
+    const { server, children } = await traceOf(rx, id, 0);
+    assert.equal(server.attrs['http.response.status_code'], 401);
+    assert.equal(typeof server.attrs['switchyard.error.code'], 'string');
+    assert.equal(children.length, 0);
+  });
+});
+
+describe('tracing over OTLP/HTTP JSON (configured by telemetry.tracing)', () => {
+  let rx: Receiver;
+  before(async () => {
+    rx = await startReceiver();
+  });
+  const ctx = upstreamsWithGateway({
+    upstreams: { fakeA: {}, fakeB: {} },
+    yaml: ({ fakeA, fakeB }) =>
+      yaml(
+        fakeA.url,
+        fakeB.url,
+        `telemetry:
+  tracing: { endpoint: "${rx.url}", protocol: http/json, service_name: from-config, record_content: true, resource_attributes: { deployment.environment.name: test } }`,
+      ),
+  });
+  after(() => rx.close());
+
+  test('spans arrive as OTLP/JSON, with prompts and completions when opted in', async () => {
+    const r = await chat(ctx.gw.baseURL, { model: 'm', messages: [{ role: 'user', content: 'opted-in prompt' }] });
+    assert.equal(r.status, 200, r.text);
+    const { server, children } = await traceOf(rx, r.requestId, 1);
+    assert.ok([...rx.contentTypes].some((t) => t.startsWith('application/json')), 'exported as JSON');
+    assert.equal(server.kind, SPAN_KIND.SERVER);
+    assert.equal(server.resource['service.name'], 'from-config');
+    assert.equal(server.resource['deployment.environment.name'], 'test');
+    assert.equal(server.parentSpanId, '', 'a new trace without a client traceparent');
+    const [at] = children as [SpanView];
+    assert.equal(at.kind, SPAN_KIND.CLIENT);
+    assert.equal(at.name, 'chat a-model');
+    assert.match(String(at.attrs['gen_ai.input.messages']), /opted-in prompt/);
+    assert.equal(typeof at.attrs['gen_ai.output.messages'], 'string');
+  });
+});
