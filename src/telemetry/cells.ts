@@ -32,12 +32,20 @@ interface Options<L extends string> {
   registers: Registry[];
 }
 
+/** One level of the label tree: the cells under each value of the next label, or the cell itself at the last. */
+interface Level<C> {
+  next: Map<string, Level<C>>;
+  cell: C | undefined;
+}
+
 abstract class Cells<L extends string, C> {
   readonly name: string;
   readonly help: string;
   readonly aggregator = 'sum';
   private readonly labelNames: readonly L[];
-  private readonly cells = new Map<string, C>();
+  /** found by one Map lookup per label value (no key string built per call); `list` keeps them in creation order */
+  private root: Level<C> = { next: new Map(), cell: undefined };
+  private list: C[] = [];
 
   constructor(o: Options<L>) {
     this.name = o.name;
@@ -50,29 +58,37 @@ abstract class Cells<L extends string, C> {
 
   protected abstract create(labels: Record<string, string>): C;
 
-  /** The cell of these label values (each value prefixed by its length, so no two combinations share a key). */
+  /** The cell of these label values. */
   protected cell(labels: Labels<L>): C {
-    let key = '';
-    for (const n of this.labelNames) {
-      const v = labels[n];
-      key += `${v.length}:${v}`;
+    const names = this.labelNames;
+    let level = this.root;
+    for (let i = 0; i < names.length; i++) {
+      const v = labels[names[i] as L];
+      let next = level.next.get(v);
+      if (next === undefined) {
+        next = { next: new Map(), cell: undefined };
+        level.next.set(v, next);
+      }
+      level = next;
     }
-    let c = this.cells.get(key);
+    let c = level.cell;
     if (c === undefined) {
       const own: Record<string, string> = {};
-      for (const n of this.labelNames) own[n] = labels[n];
+      for (const n of names) own[n] = labels[n];
       c = this.create(own);
-      this.cells.set(key, c);
+      level.cell = c;
+      this.list.push(c);
     }
     return c;
   }
 
-  protected all(): IterableIterator<C> {
-    return this.cells.values();
+  protected all(): readonly C[] {
+    return this.list;
   }
 
   reset(): void {
-    this.cells.clear();
+    this.root = { next: new Map(), cell: undefined };
+    this.list = [];
   }
 }
 
