@@ -28,6 +28,7 @@ describe('native ingress: Responses and Messages passed through, failover across
     claude = await startFakeAnthropic();
     gw = await startGateway(`
 routing: { retry: { max_retries: 0 }, breaker: { consecutive_failures: 0, min_requests: 1000000 } }
+cache: { enabled: true }
 backends:
   oai: { type: openai, base_url: "${resp.url}", api_key: sk-up, responses: true }
   chat: { type: openai, base_url: "${chat.url}", api_key: sk-up }
@@ -190,6 +191,42 @@ models:
     assert.equal(r.headers.get('x-switchyard-count'), 'estimate');
     const n = ((await r.json()) as { input_tokens: number }).input_tokens;
     assert.ok(n > 0 && n < 1000, `an estimate, not the upstream's count: ${n}`);
+  });
+
+  test('the response cache and coalescing serve event streams too (native Messages, store:false Responses)', async () => {
+    claude.reset();
+    const events = [
+      { event: 'message_start', data: { type: 'message_start', message: { id: 'msg_c', type: 'message', role: 'assistant', model: 'claude-up', content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 3, output_tokens: 1 } } } },
+      { event: 'content_block_start', data: { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } } },
+      { event: 'content_block_delta', data: { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'cached' } } },
+      { event: 'content_block_stop', data: { type: 'content_block_stop', index: 0 } },
+      { event: 'message_delta', data: { type: 'message_delta', delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: 1 } } },
+      { event: 'message_stop', data: { type: 'message_stop' } },
+    ];
+    claude.enqueue({ kind: 'events', events });
+    const ask = (): Promise<Response> =>
+      fetch(`${gw.url}/v1/messages`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01' },
+        body: JSON.stringify({ model: 'claude-first', max_tokens: 16, temperature: 0, stream: true, messages: [{ role: 'user', content: 'cache me' }] }),
+      });
+    const a = await ask();
+    const first = await a.text();
+    assert.equal(a.headers.get('x-switchyard-cache'), 'miss');
+    const b = await ask();
+    assert.equal(b.headers.get('x-switchyard-cache'), 'hit');
+    assert.equal(await b.text(), first, 'the cached stream replays the same events');
+    assert.equal(claude.requests.length, 1);
+
+    resp.reset();
+    const body = JSON.stringify({ model: 'native-first', input: 'cache me too', temperature: 0, store: false });
+    const post = (): Promise<Response> => fetch(`${gw.baseURL}/responses`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    const [x, y] = await Promise.all([post(), post()]);
+    assert.deepEqual([x.status, y.status], [200, 200]);
+    assert.deepEqual(await x.json(), await y.json());
+    assert.equal(resp.requests.length, 1, 'two identical requests in flight share one upstream call');
+    const stored = await post();
+    assert.equal(stored.headers.get('x-switchyard-cache'), 'hit');
   });
 
   test('Messages failover before content: an Anthropic 529 is served translated by the chat target', async () => {

@@ -109,6 +109,16 @@ function streamAnswer<C>(r: Routed<unknown>, result: AsyncIterable<C>, usage: St
   return { result, target: r.target, attempts: r.attempts, upstreamMs: r.upstreamMs, usage, served };
 }
 
+/** What differs between a stream of chunks and a stream of forwarded events on their way through. */
+interface StreamKind<P extends StreamPart> {
+  /** the parts as the client gets them, their usage recorded into `sink` */
+  read(src: AsyncIterable<P>, sink: { value: Usage | undefined }): AsyncIterable<P>;
+  /** a coalescing log's parts, from the first, for one more reader */
+  follow(tap: StreamTap, leave: () => void): AsyncIterable<P>;
+  /** a cached stream's entries as parts */
+  replay(entries: readonly unknown[]): AsyncIterable<P>;
+}
+
 export class Pipeline {
   private readonly principals = new Map<string, Principal>();
 
@@ -255,94 +265,34 @@ export class Pipeline {
     }
   }
 
-  /** A streamed answer; `open` resolves at the router's commit point. */
-  async stream<C extends Chunk>(job: Job, wantsUsage: boolean, open: (signal: AbortLike) => Promise<Routed<AsyncIterable<ChunkPart<C>>>>): Promise<StreamResult<ChunkPart<C>>> {
-    const sink: { value: Usage | undefined } = { value: undefined };
-    const s = this.s;
-    const prep = this.prepare(job, true, s);
-    const { key } = prep;
-    const signal = job.info.signal;
-    if (s.cache && key !== undefined && prep.decision?.use && prep.decision.read) {
-      const hit = await s.cache.get(key);
-      const target = hit?.kind === 'stream' ? this.hitTarget(prep, hit) : undefined;
-      if (hit?.kind === 'stream' && target) {
-        const adm = await this.admit(job, prep, s, false);
-        s.cache.stats.hits++;
-        const served = this.served(adm, 'hit', { age: String(s.cache.age(hit)) });
-        return { result: shapeUsage(replay<C>(hit.chunks), wantsUsage, sink), usage: sink, target, attempts: 0, upstreamMs: 0, served };
-      }
-    }
-    const adm = await this.admit(job, prep, s, true);
-    try {
-      if (!s.cache || key === undefined) {
-        const status = this.status(s, prep);
-        const r = await open(signal);
-        const price = r.target.target.price;
-        const shaped = shapeUsage(r.result, wantsUsage, sink);
-        // without an admission (no limits on this key) there is nothing to settle at the end
-        const result = adm
-          ? ended(shaped, signal, () => {
-              adm.settle(sink.value, price);
-              adm.release();
-            })
-          : shaped;
-        return streamAnswer(r, result, sink, this.served(adm, status));
-      }
-      const joined = s.flights.find<Routed<AsyncIterable<ChunkPart<C>>>>(key);
-      const tap = joined?.tap;
-      if (joined && tap) {
-        const leave = joined.join(signal);
-        let r: Routed<AsyncIterable<ChunkPart<C>>>;
-        try {
-          r = await joined.result;
-        } catch (err) {
-          leave();
-          throw err;
-        }
-        adm?.settle('refund', undefined);
-        s.cache.stats.hits++;
-        s.cache.stats.coalesced++;
-        const result = ended(shapeUsage(tap.subscribe<C>(leave), wantsUsage, sink), signal, () => {
-          adm?.release();
-          leave();
-        });
-        const served = this.served(adm, 'hit', { age: '0', 'x-switchyard-coalesced': 'true' });
-        return { ...r, target: free(r.target), attempts: 0, upstreamMs: 0, result, usage: sink, served };
-      }
-      const status = this.status(s, prep);
-      const f = s.flights.start<Routed<AsyncIterable<ChunkPart<C>>>>(key);
-      const own = new StreamTap();
-      f.tap = own;
-      const leave = f.join(signal);
-      f.result = open(f.signal);
-      let r: Routed<AsyncIterable<ChunkPart<C>>>;
-      try {
-        r = await f.result;
-      } catch (err) {
-        f.settle();
-        s.flights.end(key, f);
-        leave();
-        throw err;
-      }
-      void this.pump(s, key, f, own, r, adm);
-      const result = ended(shapeUsage(own.subscribe<C>(leave), wantsUsage, sink), signal, () => {
-        adm?.release();
-        leave();
-      });
-      return streamAnswer(r, result, sink, this.served(adm, status));
-    } catch (err) {
-      adm?.settle('refund', undefined);
-      adm?.release();
-      throw withHeaders(err, adm?.headers);
-    }
+  /** A streamed answer of chunks (chat, legacy completions); `open` resolves at the router's commit point. */
+  stream<C extends Chunk>(job: Job, wantsUsage: boolean, open: (signal: AbortLike) => Promise<Routed<AsyncIterable<ChunkPart<C>>>>): Promise<StreamResult<ChunkPart<C>>> {
+    return this.flow(job, open, {
+      read: (src, sink) => shapeUsage(src, wantsUsage, sink),
+      follow: (tap, leave) => tap.subscribe<C>(leave),
+      replay: (entries) => replay<C>(entries),
+    });
   }
 
   /**
    * A stream of forwarded events (a client protocol other than chat, served natively or
-   * translated); `open` resolves at the router's commit point. The same steps as `stream`, with
-   * the usage read from the parts that tell it.
+   * translated); `open` resolves at the router's commit point. Usage is read from the parts that
+   * tell it.
    */
-  async events(job: Job, open: (signal: AbortLike) => Promise<Routed<AsyncIterable<EventPart>>>): Promise<StreamResult<EventPart>> {
+  events(job: Job, open: (signal: AbortLike) => Promise<Routed<AsyncIterable<EventPart>>>): Promise<StreamResult<EventPart>> {
+    return this.flow(job, open, {
+      read: (src, sink) => eventUsage(src, sink),
+      follow: (tap, leave) => tap.subscribeEvents(leave),
+      replay: (entries) => replayEvents(entries),
+    });
+  }
+
+  /**
+   * A stream's way through the pipeline, for either kind of part: cache hit (replayed), else
+   * limits, then the upstream stream alone or shared through a coalescing log, the usage read on
+   * the way (`kind.read`) and accounted when the stream ends however it ends.
+   */
+  private async flow<P extends StreamPart>(job: Job, open: (signal: AbortLike) => Promise<Routed<AsyncIterable<P>>>, kind: StreamKind<P>): Promise<StreamResult<P>> {
     const sink: { value: Usage | undefined } = { value: undefined };
     const s = this.s;
     const prep = this.prepare(job, true, s);
@@ -355,7 +305,7 @@ export class Pipeline {
         const adm = await this.admit(job, prep, s, false);
         s.cache.stats.hits++;
         const served = this.served(adm, 'hit', { age: String(s.cache.age(hit)) });
-        return { result: replayEvents(hit.chunks), usage: sink, target, attempts: 0, upstreamMs: 0, served };
+        return { result: kind.read(kind.replay(hit.chunks), sink), usage: sink, target, attempts: 0, upstreamMs: 0, served };
       }
     }
     const adm = await this.admit(job, prep, s, true);
@@ -364,7 +314,8 @@ export class Pipeline {
         const status = this.status(s, prep);
         const r = await open(signal);
         const price = r.target.target.price;
-        const read = eventUsage(r.result, sink);
+        const read = kind.read(r.result, sink);
+        // without an admission (no limits on this key) there is nothing to settle at the end
         const result = adm
           ? ended(read, signal, () => {
               adm.settle(sink.value, price);
@@ -373,11 +324,11 @@ export class Pipeline {
           : read;
         return streamAnswer(r, result, sink, this.served(adm, status));
       }
-      const joined = s.flights.find<Routed<AsyncIterable<EventPart>>>(key);
+      const joined = s.flights.find<Routed<AsyncIterable<P>>>(key);
       const tap = joined?.tap;
       if (joined && tap) {
         const leave = joined.join(signal);
-        let r: Routed<AsyncIterable<EventPart>>;
+        let r: Routed<AsyncIterable<P>>;
         try {
           r = await joined.result;
         } catch (err) {
@@ -387,7 +338,7 @@ export class Pipeline {
         adm?.settle('refund', undefined);
         s.cache.stats.hits++;
         s.cache.stats.coalesced++;
-        const result = ended(tap.subscribeEvents(leave), signal, () => {
+        const result = ended(kind.read(kind.follow(tap, leave), sink), signal, () => {
           adm?.release();
           leave();
         });
@@ -395,12 +346,12 @@ export class Pipeline {
         return { ...r, target: free(r.target), attempts: 0, upstreamMs: 0, result, usage: sink, served };
       }
       const status = this.status(s, prep);
-      const f = s.flights.start<Routed<AsyncIterable<EventPart>>>(key);
+      const f = s.flights.start<Routed<AsyncIterable<P>>>(key);
       const own = new StreamTap();
       f.tap = own;
       const leave = f.join(signal);
       f.result = open(f.signal);
-      let r: Routed<AsyncIterable<EventPart>>;
+      let r: Routed<AsyncIterable<P>>;
       try {
         r = await f.result;
       } catch (err) {
@@ -410,7 +361,7 @@ export class Pipeline {
         throw err;
       }
       void this.pump(s, key, f, own, r, adm);
-      const result = ended(eventUsage(own.subscribeEvents(leave), sink), signal, () => {
+      const result = ended(kind.read(kind.follow(own, leave), sink), signal, () => {
         adm?.release();
         leave();
       });
