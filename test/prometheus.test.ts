@@ -152,6 +152,10 @@ describe('a real Prometheus server scraping the gateway', { skip }, () => {
     prom = spawn('prometheus', [`--config.file=${join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`], {
       stdio: ['ignore', 'ignore', 'pipe'],
     });
+    // in CI without the binary: a failure that says so (never a skip)
+    prom.once('error', (e) => {
+      promLog += `\ncannot start prometheus: ${e.message}`;
+    });
     prom.stderr?.on('data', (d: Buffer) => {
       promLog = (promLog + d.toString()).slice(-4000);
     });
@@ -184,6 +188,7 @@ describe('a real Prometheus server scraping the gateway', { skip }, () => {
     while (Date.now() < end) {
       if (await f()) return;
       if (prom?.exitCode !== null && prom?.exitCode !== undefined) assert.fail(`prometheus exited (${prom.exitCode}): ${promLog}`);
+      if (prom?.pid === undefined) assert.fail(`prometheus did not start: ${promLog}`);
       await sleep(200);
     }
     assert.fail(`timed out waiting for: ${what}\n${promLog}`);
