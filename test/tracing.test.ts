@@ -356,3 +356,45 @@ describe('tracing over OTLP/HTTP JSON (configured by telemetry.tracing)', () => 
     assert.equal(typeof at.attrs['gen_ai.output.messages'], 'string');
   });
 });
+
+describe('tracing with an unreachable collector', () => {
+  let deadUrl = '';
+  before(async () => {
+    // a port that was just free: nothing listens there
+    const s = http.createServer();
+    await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+    deadUrl = `http://127.0.0.1:${(s.address() as AddressInfo).port}`;
+    await new Promise<void>((r) => s.close(() => r()));
+    // the exporter's retries stop at its timeout (standard variable): the test need not wait 10 s
+    process.env.OTEL_EXPORTER_OTLP_TIMEOUT = '200';
+  });
+  after(() => {
+    delete process.env.OTEL_EXPORTER_OTLP_TIMEOUT;
+  });
+  const ctx = upstreamsWithGateway({
+    upstreams: { fakeA: {}, fakeB: {} },
+    yaml: ({ fakeA, fakeB }) => yaml(fakeA.url, fakeB.url, `telemetry:\n  tracing: { endpoint: "${deadUrl}" }`),
+  });
+
+  test('requests are answered and the failed export is logged once, not per span', async () => {
+    for (let i = 0; i < 3; i++) {
+      const r = await chat(ctx.gw.baseURL, { model: 'm', messages: [{ role: 'user', content: `hi ${i}` }] });
+      assert.equal(r.status, 200, r.text);
+      // the first failed export is reported before the next request
+      await new Promise<void>((resolve) => {
+        const timer = setInterval(() => {
+          if (ctx.gw.logs.some((l) => l.includes('trace export failed'))) {
+            clearInterval(timer);
+            resolve();
+          }
+        }, 5);
+      });
+    }
+    const stream = await chat(ctx.gw.baseURL, { model: 'm', stream: true, messages: [{ role: 'user', content: 'hi' }] });
+    assert.equal(stream.status, 200);
+    await ctx.gw.close();
+    const failures = ctx.gw.logs.filter((l) => l.includes('trace export failed'));
+    assert.equal(failures.length, 1, failures.join(''));
+    assert.match(failures[0] as string, /"level":"warn"/);
+  });
+});

@@ -551,13 +551,23 @@ export function startTracing(cfg: TracingConfig | undefined, logger: Warn, versi
   return tracing;
 }
 
-/** Flushes what is pending and turns tracing off (gateway close). */
+/** Longest a gateway's close waits for the last spans to leave (an unreachable collector's retries take longer). */
+const SHUTDOWN_WAIT_MS = 3000;
+
+/** Flushes what is pending and turns tracing off (gateway close), waiting at most SHUTDOWN_WAIT_MS. */
 export async function stopTracing(t: Tracing | null): Promise<void> {
   if (t === null) return;
   if (tracing === t) tracing = null;
+  let timer: NodeJS.Timeout | undefined;
+  const bound = new Promise<void>((r) => {
+    timer = setTimeout(r, SHUTDOWN_WAIT_MS);
+    timer.unref();
+  });
   try {
-    await t.shutdown();
+    await Promise.race([t.shutdown(), bound]);
   } catch {
     // an unreachable collector was reported by the exporter
+  } finally {
+    clearTimeout(timer);
   }
 }
