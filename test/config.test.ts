@@ -113,7 +113,7 @@ const broken: Broken[] = [
   {
     name: 'unknown field with nothing close: the known fields are listed',
     yaml: 'server: { zzzzzz: 1 }\n' + OK,
-    problems: [`${SRC}: server.zzzzzz: unknown field (known: host, port, max_body_bytes, shutdown_grace_ms, max_concurrent_requests, headers_timeout_ms, request_timeout_ms, send_timeout_ms)`],
+    problems: [`${SRC}: server.zzzzzz: unknown field (known: host, port, max_body_bytes, shutdown_grace_ms, max_concurrent_requests, headers_timeout_ms, request_timeout_ms, send_timeout_ms, workers)`],
   },
   {
     name: 'port as a string',
