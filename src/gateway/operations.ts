@@ -23,7 +23,7 @@ import { encodingFor } from '../limits/tokens.ts';
 export type { Answer, Served, StreamResult } from './pipeline.ts';
 
 /** Per-request facts from the HTTP layer that steer routing, limits and the cache. */
-export interface RequestInfo {
+export interface RequestFacts {
   requestId: string;
   signal: AbortLike;
   /** request header x-switchyard-backend */
@@ -75,7 +75,7 @@ const completionHooks: StreamHooks<ChunkPart<Completion>> = {
   completes: (p) => (p.plain ? p.finishes : p.chunk.choices.some((ch) => !!ch.finish_reason)),
 };
 
-function route(op: Operation, model: string, info: RequestInfo, signal: AbortLike, stream: boolean, maxOutputTokens: number | null | undefined): RouteRequest {
+function route(op: Operation, model: string, info: RequestFacts, signal: AbortLike, stream: boolean, maxOutputTokens: number | null | undefined): RouteRequest {
   return {
     publicModel: model,
     op,
@@ -109,7 +109,7 @@ function withUpstreamUsage<R extends StreamFields>(req: R, model: string): R {
   return out;
 }
 
-function job(op: Operation, body: Job['body'], info: RequestInfo, prompt: Job['prompt'], reserve: number): Job {
+function job(op: Operation, body: Job['body'], info: RequestFacts, prompt: Job['prompt'], reserve: number): Job {
   return { op, body, info, prompt, reserve };
 }
 
@@ -134,7 +134,7 @@ export class Gateway {
    * estimated with the gateway's tokenizer (the encoding of the model's first target). 404 for a
    * model that does not exist or is outside the key's list. Not routed: no limits, no breaker.
    */
-  async countTokens(body: JsonObject & { model: string }, prompt: { texts: string[]; fixed: number }, info: RequestInfo, headers?: Record<string, string>): Promise<{ tokens: number; by: 'upstream' | 'estimate'; backend?: string }> {
+  async countTokens(body: JsonObject & { model: string }, prompt: { texts: string[]; fixed: number }, info: RequestFacts, headers?: Record<string, string>): Promise<{ tokens: number; by: 'upstream' | 'estimate'; backend?: string }> {
     const model = body.model;
     const p = this.pipeline.principal(info.keyName);
     if (p?.models && !p.models.includes(this.router.modelKey(model) ?? model)) throw modelNotFound(model);
@@ -156,7 +156,7 @@ export class Gateway {
     return this.services.config.limits.default_max_tokens;
   }
 
-  chat(req: ChatRequest, info: RequestInfo): Promise<Answer<ChatCompletion>> {
+  chat(req: ChatRequest, info: RequestFacts): Promise<Answer<ChatCompletion>> {
     const maxOut = req.max_completion_tokens ?? req.max_tokens;
     const j = job('chat', req, info, chatPrompt(req), outputReserve(maxOut, req.n, this.reserveDefault()));
     return this.pipeline.once(j, (signal) =>
@@ -168,7 +168,7 @@ export class Gateway {
     );
   }
 
-  chatStream(req: ChatRequest, info: RequestInfo): Promise<StreamResult<ChunkPart<ChatCompletionChunk>>> {
+  chatStream(req: ChatRequest, info: RequestFacts): Promise<StreamResult<ChunkPart<ChatCompletionChunk>>> {
     const maxOut = req.max_completion_tokens ?? req.max_tokens;
     const j = job('chat', req, info, chatPrompt(req), outputReserve(maxOut, req.n, this.reserveDefault()));
     return this.pipeline.stream(j, req.stream_options?.include_usage === true, (signal) =>
@@ -184,7 +184,7 @@ export class Gateway {
     );
   }
 
-  complete(req: CompletionRequest, info: RequestInfo): Promise<Answer<Completion>> {
+  complete(req: CompletionRequest, info: RequestFacts): Promise<Answer<Completion>> {
     const j = job('completions', req, info, completionPrompt(req), outputReserve(req.max_tokens, req.n, this.reserveDefault()));
     return this.pipeline.once(j, (signal) =>
       this.router.run(route('completions', req.model, info, signal, false, req.max_tokens), (t, ctx) => {
@@ -195,7 +195,7 @@ export class Gateway {
     );
   }
 
-  completeStream(req: CompletionRequest, info: RequestInfo): Promise<StreamResult<ChunkPart<Completion>>> {
+  completeStream(req: CompletionRequest, info: RequestFacts): Promise<StreamResult<ChunkPart<Completion>>> {
     const j = job('completions', req, info, completionPrompt(req), outputReserve(req.max_tokens, req.n, this.reserveDefault()));
     return this.pipeline.stream(j, req.stream_options?.include_usage === true, (signal) =>
       this.router.runStream(
@@ -214,7 +214,7 @@ export class Gateway {
    * A Responses or Messages request's JSON answer (gateway/ingress.ts): natively from a backend
    * that speaks the protocol, else through its chat method and back.
    */
-  ingress(req: IngressRequest, info: RequestInfo): Promise<Answer<JsonObject>> {
+  ingress(req: IngressRequest, info: RequestFacts): Promise<Answer<JsonObject>> {
     const maxOut = req.maxOutputTokens;
     const j = job(req.op, req.body, info, req.prompt, outputReserve(maxOut, 1, this.reserveDefault()));
     let chat: ChatRequest | undefined;
@@ -234,7 +234,7 @@ export class Gateway {
   }
 
   /** A Responses or Messages request's event stream: forwarded from a native backend, or translated from chat. */
-  ingressStream(req: IngressRequest, info: RequestInfo): Promise<StreamResult<EventPart>> {
+  ingressStream(req: IngressRequest, info: RequestFacts): Promise<StreamResult<EventPart>> {
     const maxOut = req.maxOutputTokens;
     const j = job(req.op, req.body, info, req.prompt, outputReserve(maxOut, 1, this.reserveDefault()));
     let chat: ChatRequest | undefined;
@@ -254,7 +254,7 @@ export class Gateway {
     );
   }
 
-  embed(req: EmbeddingRequest, info: RequestInfo): Promise<Answer<EmbeddingAnswer>> {
+  embed(req: EmbeddingRequest, info: RequestFacts): Promise<Answer<EmbeddingAnswer>> {
     const j = job('embeddings', req, info, embeddingPrompt(req), 0);
     return this.pipeline.once(j, async (signal) => {
       const routed = await this.router.run(route('embeddings', req.model, info, signal, false, 0), (t, ctx) => {

@@ -2,7 +2,7 @@ import type { Context } from 'hono';
 import { invalidRequest } from '../errors/gateway-error.ts';
 import { costUsd, formatUsd, type TokenUsage } from '../telemetry/cost.ts';
 import { cacheDirectives } from '../cache/key.ts';
-import type { Answer, RequestInfo } from '../gateway/operations.ts';
+import type { Answer, RequestFacts } from '../gateway/operations.ts';
 import type { Routed } from '../router/router.ts';
 import type { Exchange } from './exchange.ts';
 import type { AppEnv } from './types.ts';
@@ -60,7 +60,7 @@ function positiveMs(v: string | undefined, scale = 1): number | undefined {
   return Number.isFinite(n) && n > 0 ? n : undefined;
 }
 
-export function requestInfo(x: Exchange): RequestInfo {
+export function requestFacts(x: Exchange): RequestFacts {
   const own = x.header('x-switchyard-deadline-ms');
   const deadline = positiveMs(own);
   if (own !== undefined && deadline === undefined) {

@@ -5,7 +5,7 @@
  */
 import type { z } from 'zod';
 import type { Deps } from '../deps.ts';
-import type { RequestInfo, StreamResult } from '../../gateway/operations.ts';
+import type { RequestFacts, StreamResult } from '../../gateway/operations.ts';
 import { parseRequest } from '../../protocol/validate.ts';
 import type { StreamPart } from '../../protocol/stream-part.ts';
 import type { Routed } from '../../router/router.ts';
@@ -14,18 +14,18 @@ import type { TokenUsage } from '../../telemetry/cost.ts';
 import { readJsonBody } from '../body.ts';
 import { answerHeaders, sendJson } from '../direct.ts';
 import type { Exchange } from '../exchange.ts';
-import { markRouted, markUsage, requestInfo } from '../respond.ts';
+import { markRouted, markUsage, requestFacts } from '../respond.ts';
 import { writeSse } from '../sse.ts';
 
-export interface Generation<Req, Full, Chunk extends StreamPart> {
+export interface GenerateRoute<Req, Full, Chunk extends StreamPart> {
   schema: z.ZodType<Req>;
-  once(deps: Deps, req: Req, info: RequestInfo): Promise<Routed<Full>>;
-  stream(deps: Deps, req: Req, info: RequestInfo): Promise<StreamResult<Chunk>>;
+  once(deps: Deps, req: Req, info: RequestFacts): Promise<Routed<Full>>;
+  stream(deps: Deps, req: Req, info: RequestFacts): Promise<StreamResult<Chunk>>;
 }
 
 export function generationHandler<Req extends { model: string; stream?: boolean | null | undefined }, Full extends { usage?: TokenUsage | null | undefined }, Chunk extends StreamPart>(
   deps: Deps,
-  g: Generation<Req, Full, Chunk>,
+  g: GenerateRoute<Req, Full, Chunk>,
 ) {
   return async (x: Exchange): Promise<void> => {
     const body = await readJsonBody(x, deps.config.server.max_body_bytes);
@@ -34,7 +34,7 @@ export function generationHandler<Req extends { model: string; stream?: boolean 
     log.model = req.model;
     log.stream = req.stream === true;
     if (req.stream) {
-      const s = await g.stream(deps, req, requestInfo(x));
+      const s = await g.stream(deps, req, requestFacts(x));
       markRouted(x, s);
       writeSse(
         x.outgoing,
@@ -55,7 +55,7 @@ export function generationHandler<Req extends { model: string; stream?: boolean 
       );
       return;
     }
-    const r = await g.once(deps, req, requestInfo(x));
+    const r = await g.once(deps, req, requestFacts(x));
     markRouted(x, r);
     markUsage(x, r.result.usage);
     sendJson(x, 200, r.result, deps.config.server.send_timeout_ms);

@@ -46,7 +46,7 @@ import { asGatewayError, type GatewayError } from '../../errors/gateway-error.ts
 import { costUsd } from '../../telemetry/cost.ts';
 import { readJsonBody } from '../body.ts';
 import { abandonIfStuck, answerHeaders, sendJson } from '../direct.ts';
-import { markRouted, markUsage, requestInfo } from '../respond.ts';
+import { markRouted, markUsage, requestFacts } from '../respond.ts';
 
 /** A keep-alive `ping` after this long without a write. */
 const PING_MS = 15_000;
@@ -143,7 +143,7 @@ export function messagesHandler(deps: Deps) {
     log.model = req.model;
     log.stream = req.stream === true;
     x.out['request-id'] = x.requestId;
-    const info = requestInfo(x);
+    const info = requestFacts(x);
     const warnings: string[] = [];
     const ing = ingressRequest(deps, x, req, warnings);
     if (req.stream === true) {
@@ -185,7 +185,7 @@ export function countTokensHandler(deps: Deps) {
     const req = parseCountTokensRequest(body);
     x.log.model = req.model;
     x.out['request-id'] = x.requestId;
-    const n = await deps.gateway.countTokens(req as unknown as JsonObject & { model: string }, messagesPrompt(req), requestInfo(x), protocolHeaders(x));
+    const n = await deps.gateway.countTokens(req as unknown as JsonObject & { model: string }, messagesPrompt(req), requestFacts(x), protocolHeaders(x));
     x.out['x-switchyard-count'] = n.by;
     if (n.backend !== undefined) x.log.backend = n.backend;
     sendJson(x, 200, countTokensResponse(n.tokens), deps.config.server.send_timeout_ms);

@@ -44,7 +44,7 @@ import { costUsd } from '../../telemetry/cost.ts';
 import { readJsonBody } from '../body.ts';
 import { abandonIfStuck, answerHeaders, sendJson } from '../direct.ts';
 import type { Exchange } from '../exchange.ts';
-import { markRouted, markUsage, requestInfo } from '../respond.ts';
+import { markRouted, markUsage, requestFacts } from '../respond.ts';
 
 const OWNER_WITHOUT_KEY = 'anonymous';
 /** Bound of the `x-switchyard-warnings` header value. */
@@ -123,7 +123,7 @@ export function createResponseHandler(deps: Deps) {
     };
     const warnings: string[] = [];
     const ing = ingressRequest(req, ctx, history, warnings);
-    const info = requestInfo(x);
+    const info = requestFacts(x);
     // a stored response is a new object per request: served from the cache it would repeat an id
     if (req.store !== false) info.cacheControl = { noCache: true, noStore: true };
     if (req.stream === true) {
