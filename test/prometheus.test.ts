@@ -106,7 +106,7 @@ describe('GenAI client metrics (OpenTelemetry semantic conventions) on /metrics'
     assert.equal(sample(text, 'gen_ai_client_token_usage_sum', { ...fam, gen_ai_token_type: 'output' }), 5);
     assert.ok(!text.includes('fam-xyz-123'), 'a client-chosen name never becomes a label value');
 
-    const emb = { gen_ai_operation_name: 'embeddings', gen_ai_provider_name: 'switchyard_fake', gen_ai_request_model: 'vectors' };
+    const emb = { gen_ai_operation_name: 'embeddings', gen_ai_provider_name: 'switchyard.fake', gen_ai_request_model: 'vectors' };
     assert.equal(sample(text, 'gen_ai_client_token_usage_count', { ...emb, gen_ai_token_type: 'input' }), 1);
     assert.equal(sample(text, 'gen_ai_client_operation_duration_seconds_count', { ...emb, error_type: '' }), 1);
 

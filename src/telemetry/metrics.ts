@@ -13,13 +13,13 @@ const GENAI_TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144
 /** The conventions' advice for `gen_ai.client.operation.duration` (seconds). */
 const GENAI_DURATION_BUCKETS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92];
 
-/** `gen_ai.provider.name` of each backend type (local ones and the fake get names of their own). */
+/** `gen_ai.provider.name` of each backend type (local ones and the fake get names of their own; traces name them alike). */
 export const GENAI_PROVIDER: Readonly<Record<string, string>> = Object.freeze({
   openai: 'openai',
   anthropic: 'anthropic',
   llamacpp: 'llama_cpp',
   onnx: 'onnx_runtime',
-  fake: 'switchyard_fake',
+  fake: 'switchyard.fake',
 });
 
 /** `gen_ai.operation.name` of an API route's pattern; undefined for routes that are no GenAI operation. */
