@@ -12,6 +12,8 @@ import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import protobuf from 'protobufjs';
 import { upstreamsWithGateway } from './support/suite.ts';
+import { configSchema } from '../src/config/schema.ts';
+import { resolveTracing } from '../src/telemetry/tracing.ts';
 
 // The OTLP trace messages the receiver needs (opentelemetry-proto, trace/v1 and common/v1).
 const OTLP_PROTO = `
@@ -396,5 +398,42 @@ describe('tracing with an unreachable collector', () => {
     const failures = ctx.gw.logs.filter((l) => l.includes('trace export failed'));
     assert.equal(failures.length, 1, failures.join(''));
     assert.match(failures[0] as string, /"level":"warn"/);
+  });
+});
+
+describe('tracing settings: off unless configured, the variables win', () => {
+  const block = (o: object) => configSchema.parse({ backends: {}, models: {}, telemetry: { tracing: o } }).telemetry.tracing;
+
+  test('off without an endpoint variable or block, and with OTEL_SDK_DISABLED', () => {
+    assert.equal(resolveTracing(undefined, {}), null);
+    assert.equal(resolveTracing(block({ service_name: 'x' }), {}), null);
+    assert.equal(resolveTracing(block({ endpoint: 'http://c:4318', enabled: false }), {}), null);
+    assert.equal(resolveTracing(block({ endpoint: 'http://c:4318' }), { OTEL_SDK_DISABLED: 'true' }), null);
+    assert.equal(resolveTracing(undefined, { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_SDK_DISABLED: 'TRUE' }), null);
+  });
+
+  test('the variables win over the block', () => {
+    const cfg = block({ endpoint: 'http://from-block:4318/', protocol: 'http/json', service_name: 'blk', headers: { 'x-key': 'b', 'x-other': 'o' }, record_content: true });
+    const fromBlock = resolveTracing(cfg, {});
+    assert.equal(fromBlock?.url, 'http://from-block:4318/v1/traces');
+    assert.equal(fromBlock?.protocol, 'http/json');
+    assert.equal(fromBlock?.serviceName, 'blk');
+    assert.equal(fromBlock?.recordContent, true);
+    const env = {
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'http://from-env:4318',
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf',
+      OTEL_SERVICE_NAME: 'env',
+      OTEL_EXPORTER_OTLP_HEADERS: 'x-key=e',
+      OTEL_TRACES_SAMPLER: 'traceidratio',
+      OTEL_TRACES_SAMPLER_ARG: '0.25',
+    };
+    const r = resolveTracing(cfg, env);
+    assert.equal(r?.url, 'http://from-env:4318/v1/traces');
+    assert.equal(r?.protocol, 'http/protobuf');
+    assert.equal(r?.serviceName, 'env');
+    assert.deepEqual(r?.headers, { 'x-other': 'o' }, 'a header the variable names is left to the variable');
+    assert.match(r?.sampler.toString() ?? '', /TraceIdRatioBased\{0\.25\}/);
+    assert.equal(resolveTracing(cfg, { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://t:1/custom' })?.url, 'http://t:1/custom');
+    assert.equal(resolveTracing(undefined, { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://e:4318' })?.sampler.toString().startsWith('ParentBased'), true);
   });
 });
