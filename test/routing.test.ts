@@ -184,25 +184,6 @@ models:
       assert.equal(ctx.fakeB.requests.length, 0);
     });
 
-    test('a client that goes away during the backoff stops the retry', async () => {
-      ctx.fakeA.enqueue({ kind: 'error', status: 503, message: 'busy', headers: { 'retry-after-ms': '1000' } });
-      const ac = new AbortController();
-      const pending = fetch(`${ctx.gw.baseURL}/chat/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }),
-        signal: ac.signal,
-      });
-      const start = performance.now();
-      while (ctx.fakeA.requests.length === 0 && performance.now() - start < 2000) await sleep(5);
-      await sleep(100);
-      ac.abort();
-      await assert.rejects(pending);
-      await sleep(1300);
-      assert.equal(ctx.fakeA.requests.length, 1, 'no retry after the client left');
-      assert.equal(ctx.fakeB.requests.length, 0, 'no failover after the client left');
-    });
-
     test('a client-fault 400 → no retry, no failover, 1 attempt', async () => {
       ctx.fakeA.enqueue({ kind: 'error', status: 400, message: 'bad value for temperature', param: 'temperature', code: 'invalid_value' });
       const r = await post(ctx.gw, { model: 'm' });
@@ -409,47 +390,6 @@ ${['opens', 'half-open', 'reopen', 'client-fault', 'all-open'].map(model).join('
     assert.equal(ctx.fakeA.requests.length, 6);
   });
 
-  test('half-open lets exactly one probe through, however many requests arrive at once', async () => {
-    await openAlpha('half-open');
-    await sleep(700);
-    ctx.fakeA.enqueue({ kind: 'reply', delayMs: 400 }); // a slow but successful probe
-    const results = await Promise.all(Array.from({ length: 6 }, () => ask(ctx.client, 'half-open')));
-    const backends = results.map((r) => r.backend);
-    assert.equal(backends.filter((b) => b === 'alpha').length, 1, `one probe on alpha, got ${backends.join(',')}`);
-    assert.equal(backends.filter((b) => b === 'bravo').length, 5);
-    assert.equal(ctx.fakeA.requests.length, 3, 'alpha saw exactly one request while half-open');
-    assert.equal((await ask(ctx.client, 'half-open')).backend, 'alpha', 'the probe succeeded: closed');
-  });
-
-  test('a failed probe reopens it for longer: the next probe comes later than the first one did', async () => {
-    await openAlpha('reopen');
-    ctx.fakeA.enqueue(err500); // the first probe fails
-    const opened = performance.now();
-    const probes: number[] = [];
-    while (probes.length < 2 && performance.now() - opened < 6000) {
-      const before = ctx.fakeA.requests.length;
-      const sent = performance.now();
-      const r = await ask(ctx.client, 'reopen');
-      if (ctx.fakeA.requests.length > before) {
-        probes.push(sent);
-        assert.equal(r.backend, probes.length === 1 ? 'bravo' : 'alpha', 'the first probe fails over, the second succeeds');
-      } else {
-        assert.equal(r.backend, 'bravo');
-        assert.equal(r.attempts, '1');
-      }
-      await sleep(20);
-    }
-    const [p1, p2] = probes;
-    assert.ok(p1 !== undefined && p2 !== undefined, `two probes within 6 s, got ${probes.length}`);
-    const firstWait = p1 - opened;
-    const secondWait = p2 - p1;
-    assert.ok(firstWait >= 400, `first probe ${Math.round(firstWait)} ms after opening, expected ≥ ~500 (open_ms)`);
-    assert.ok(secondWait >= 850, `second probe ${Math.round(secondWait)} ms after the first, expected ≥ ~1000 (open_ms × 2)`);
-    assert.ok(secondWait > firstWait, `the reopened period (${Math.round(secondWait)} ms) is longer than the first (${Math.round(firstWait)} ms)`);
-    assert.equal(ctx.fakeA.requests.length, 4, 'two failures and two probes, nothing else');
-    assert.equal((await ask(ctx.client, 'reopen')).backend, 'alpha', 'the second probe closed it');
-  });
-
   test('client-fault 400s never open it', async () => {
     ctx.fakeA.enqueue(
       { kind: 'error', status: 400, message: 'bad request 1' },
@@ -604,19 +544,6 @@ models:
     assert.equal(ctx.fakeA.requests.length, 1);
   });
 
-  test('latency: after warm-up most requests go to the fast target; exploration still sends a few to the slow one', async () => {
-    ctx.fakeA.onModel('lat-slow', { kind: 'reply', delayMs: 300 });
-    // warm-up until both are measured: an unmeasured target counts as fastest, so this takes two
-    // requests unless exploration (random, 25 %) picks the measured one first, a few times in a row
-    for (let i = 0; i < 30 && (ctx.fakeA.requests.length === 0 || ctx.fakeB.requests.length === 0); i++) await ask(client(), 'latency');
-    assert.ok(ctx.fakeA.requests.length >= 1 && ctx.fakeB.requests.length >= 1, 'both measured during warm-up');
-    const backends: Array<string | null> = [];
-    for (let i = 0; i < 40; i++) backends.push((await ask(client(), 'latency')).backend);
-    const fast = share(backends, 'bravo');
-    const slow = share(backends, 'alpha');
-    assert.ok(fast >= 0.5, `the fast target served ${(fast * 100).toFixed(0)} % (expected ~75 % with explore_rate 0.25)`);
-    assert.ok(slow > 0, 'with explore_rate > 0 the slow target still gets some requests');
-  });
 });
 
 // ---------------------------------------------------------------------------------------------
