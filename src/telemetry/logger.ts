@@ -3,6 +3,7 @@
  * are never passed to it; callers log ids, names, numbers and statuses only.
  */
 import { WriteBatch } from '../lib/write-batch.ts';
+import { tracing } from './tracing.ts';
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent';
 export type LogFields = Record<string, string | number | boolean | null | undefined>;
 
@@ -36,10 +37,21 @@ export function createLogger(level: LogLevel, sink: (line: string) => void = (de
     (lv: Exclude<LogLevel, 'silent'>) =>
     (msg: string, fields?: LogFields): void => {
       if (RANK[lv] < RANK[logger.level]) return;
+      if (tracing !== null && fields !== undefined) withTraceIds(fields);
       sink(line(lv, msg, fields));
     };
   const logger: Logger = { level, debug: log('debug'), info: log('info'), warn: log('warn'), error: log('error') };
   return logger;
+}
+
+/** A line about a traced request (its `request_id`) carries the trace's `trace_id` and `span_id`. */
+function withTraceIds(fields: LogFields): void {
+  const id = fields.request_id;
+  if (typeof id !== 'string' || fields.trace_id !== undefined || tracing === null) return;
+  const ids = tracing.ids(id);
+  if (ids === undefined) return;
+  fields.trace_id = ids.trace_id;
+  fields.span_id = ids.span_id;
 }
 
 let isoSecond = Number.NaN;
