@@ -7,6 +7,7 @@
  *   npm run bench -- --profile [--only chat-c64,embed-float-c64]   CPU profile of Switchyard instead
  *   npm run bench -- --perf [--only stream-c64]   Switchyard and the floor under Linux perf instead (bench/perf.ts)
  *   npm run bench -- --path [--path-rounds 10] [--path-against <git rev>]   where a one-connection first token spends its time in each proxy (bench/path.ts)
+ *   npm run bench -- --workers N [--seconds 5]   throughput and CPU per response with 1..N workers (bench/workers.ts)
  *   npm run bench -- --ab <git rev> [--ab-starts 4] [--ab-rounds 4] [--only chat-c64,stream-c64]   CPU per response, this checkout vs that revision (bench/ab.ts)
  *
  * Processes: the mock upstream (bench/mock-upstream.ts), the floor (bench/floor-proxy.ts) and two
@@ -31,6 +32,7 @@ import { abScenario } from './ab.ts';
 import { pathScenario } from './path.ts';
 import { perfScenarios } from './perf.ts';
 import { profileScenarios } from './profile.ts';
+import { workersScenario } from './workers.ts';
 import { render, type LongRow, type ProbeRow, type Report, type Row, type TargetName } from './report.ts';
 import { CACHE_SCENARIOS, PROTOCOL_PROBES, SCENARIOS, startSwitchyard, type Scenario } from './scenarios.ts';
 
@@ -54,6 +56,7 @@ const { values: a } = parseArgs({
     'ab-rounds': { type: 'string', default: '4' },
     'profile-interval': { type: 'string', default: '250' },
     'no-docs': { type: 'boolean', default: false },
+    workers: { type: 'string' },
     'wait-quiet': { type: 'string', default: '0' },
     tsx: { type: 'boolean', default: false },
     /** the default now; kept so older command lines still work */
@@ -219,6 +222,11 @@ async function main(): Promise<void> {
       const other = { name: a.ab, gateway: revisionGateway(root, a.ab) };
       const ids = a.only?.split(',') ?? ['chat-c64', 'stream-c64'];
       const md = await abScenario({ results, mock, pin, commands: cmd, other, ids, starts: Math.max(1, Number(a['ab-starts'])), rounds: Math.max(1, Number(a['ab-rounds'])), say });
+      process.stdout.write(`${md}\n`);
+      return;
+    }
+    if (a.workers !== undefined) {
+      const md = await workersScenario({ results, mock, commands: cmd, max: Math.max(1, Number(a.workers)), seconds: Math.max(2, seconds), say });
       process.stdout.write(`${md}\n`);
       return;
     }
