@@ -84,3 +84,25 @@ export async function* translatedEvents(chunks: AsyncIterable<ChunkPart<ChatComp
   }
   yield* tr.finish(usage);
 }
+
+/**
+ * A protocol's stream translator (start / push / finish returning its events) as the gateway
+ * drives it: each event made a part by `toPart`, the stream's usage on the last closing one.
+ */
+export function eventTranslator<E>(
+  t: { start(): E[]; push(chunk: ChatCompletionChunk): E[]; finish(): E[] },
+  toPart: (event: E) => EventPart,
+  onFinish?: () => void,
+): EventTranslator {
+  return {
+    start: () => t.start().map(toPart),
+    push: (chunk) => t.push(chunk).map(toPart),
+    finish: (usage) => {
+      const parts = t.finish().map(toPart);
+      const last = parts.at(-1);
+      if (last) last.usage = usage;
+      onFinish?.();
+      return parts;
+    },
+  };
+}

@@ -79,3 +79,18 @@ export function requestFacts(x: Exchange): RequestFacts {
     cacheControl: cacheDirectives(x.header('cache-control')),
   };
 }
+
+/** Bound of the `x-switchyard-warnings` header value. */
+const MAX_WARNINGS_HEADER = 1024;
+
+/**
+ * What a translation dropped, into the log line and (`header`: while the head is not sent yet) the
+ * answer's `x-switchyard-warnings`: printable ASCII, at most MAX_WARNINGS_HEADER characters.
+ */
+export function noteWarnings(x: Exchange, warnings: readonly string[], header: boolean): void {
+  if (warnings.length === 0) return;
+  x.log.warnings = [...warnings];
+  if (!header) return;
+  const text = warnings.join('; ').replace(/[^\x20-\x7e]/g, '?');
+  x.out['x-switchyard-warnings'] = text.length <= MAX_WARNINGS_HEADER ? text : `${text.slice(0, MAX_WARNINGS_HEADER - 3)}...`;
+}

@@ -20,7 +20,8 @@ import { abandonIfStuck } from './direct.ts';
 
 const DONE = 'data: [DONE]\n\n';
 
-const SSE_HEADERS: Readonly<Record<string, string>> = {
+/** The head of every event stream the gateway writes. */
+export const SSE_HEADERS: Readonly<Record<string, string>> = {
   'content-type': 'text/event-stream; charset=utf-8',
   'cache-control': 'no-cache, no-transform',
   'x-accel-buffering': 'no',

@@ -23,7 +23,7 @@ import type { ServerResponse } from 'node:http';
 import type { Deps } from '../deps.ts';
 import type { Exchange } from '../exchange.ts';
 import type { JsonObject } from '../../backends/contract.ts';
-import type { IngressRequest } from '../../gateway/ingress.ts';
+import { eventTranslator, type IngressRequest } from '../../gateway/ingress.ts';
 import { EventPart, sseText } from '../../protocol/stream-part.ts';
 import {
   chatToMessage,
@@ -46,12 +46,11 @@ import { asGatewayError, type GatewayError } from '../../errors/gateway-error.ts
 import { costUsd } from '../../telemetry/cost.ts';
 import { readJsonBody } from '../body.ts';
 import { abandonIfStuck, answerHeaders, sendJson } from '../direct.ts';
-import { markRouted, markUsage, requestFacts } from '../respond.ts';
+import { markRouted, markUsage, noteWarnings, requestFacts } from '../respond.ts';
+import { SSE_HEADERS } from '../sse.ts';
 
 /** A keep-alive `ping` after this long without a write. */
 const PING_MS = 15_000;
-const WARNINGS_HEADER = 'x-switchyard-warnings';
-const WARNINGS_MAX = 1024;
 
 /** Translation options from the backend types the model's targets have. */
 function toChatOptions(deps: Deps, model: string): ToChatOptions {
@@ -100,17 +99,7 @@ function ingressRequest(deps: Deps, x: Exchange, req: MessagesRequest, warnings:
     },
     translator: () => {
       const conv = new ChatToMessagesStream({ model: publicModel, stopSequences: req.stop_sequences });
-      return {
-        start: () => conv.start().map(eventPart),
-        push: (chunk) => conv.push(chunk).map(eventPart),
-        finish: (usage) => {
-          const parts = conv.finish().map(eventPart);
-          const last = parts.at(-1);
-          if (last) last.usage = usage;
-          warnings.push(...conv.warnings);
-          return parts;
-        },
-      };
+      return eventTranslator(conv, eventPart, () => warnings.push(...conv.warnings));
     },
     usageOf: (answer) => usageFromMessage(answer),
     prompt: messagesPrompt(req),
@@ -120,19 +109,6 @@ function ingressRequest(deps: Deps, x: Exchange, req: MessagesRequest, warnings:
 
 async function* framesOf(parts: AsyncIterable<EventPart>): AsyncGenerator<string> {
   for await (const part of parts) yield sseText(part);
-}
-
-/** The warnings as one header value: printable ASCII, at most WARNINGS_MAX characters. */
-function warningsHeader(warnings: readonly string[]): string {
-  // eslint-disable-next-line no-control-regex
-  const v = warnings.join('; ').replace(/[^\x20-\x7e]/g, '?');
-  return v.length <= WARNINGS_MAX ? v : `${v.slice(0, WARNINGS_MAX - 3)}...`;
-}
-
-function noteWarnings(x: Exchange, warnings: readonly string[], header: boolean): void {
-  if (warnings.length === 0) return;
-  x.log.warnings = [...warnings];
-  if (header) x.out[WARNINGS_HEADER] = warningsHeader(warnings);
 }
 
 export function messagesHandler(deps: Deps) {
@@ -192,11 +168,6 @@ export function countTokensHandler(deps: Deps) {
   };
 }
 
-const SSE_HEADERS: Readonly<Record<string, string>> = {
-  'content-type': 'text/event-stream; charset=utf-8',
-  'cache-control': 'no-cache, no-transform',
-  'x-accel-buffering': 'no',
-};
 const PING = sse({ type: 'ping' });
 
 /**

@@ -36,7 +36,7 @@ import {
   type ResponseStreamEvent,
 } from '../../protocol/responses/index.ts';
 import type { JsonObject } from '../../backends/contract.ts';
-import type { IngressRequest } from '../../gateway/ingress.ts';
+import { eventTranslator, type IngressRequest } from '../../gateway/ingress.ts';
 import type { StreamResult } from '../../gateway/operations.ts';
 import { inputItemsOf, listInputItems, nextHistory, type ResponsesStore, type StoredResponse } from '../../gateway/responses-store.ts';
 import { EventPart, sseText } from '../../protocol/stream-part.ts';
@@ -44,17 +44,11 @@ import { costUsd } from '../../telemetry/cost.ts';
 import { readJsonBody } from '../body.ts';
 import { abandonIfStuck, answerHeaders, sendJson } from '../direct.ts';
 import type { Exchange } from '../exchange.ts';
-import { markRouted, markUsage, requestFacts } from '../respond.ts';
+import { markRouted, markUsage, noteWarnings, requestFacts } from '../respond.ts';
+import { SSE_HEADERS } from '../sse.ts';
 
 const OWNER_WITHOUT_KEY = 'anonymous';
-/** Bound of the `x-switchyard-warnings` header value. */
-const MAX_WARNINGS_HEADER = 1024;
 
-const SSE_HEADERS: Readonly<Record<string, string>> = {
-  'content-type': 'text/event-stream; charset=utf-8',
-  'cache-control': 'no-cache, no-transform',
-  'x-accel-buffering': 'no',
-};
 
 function storeOf(deps: Deps): ResponsesStore {
   return deps.responses;
@@ -66,11 +60,6 @@ function owner(x: Exchange): string {
   return x.keyName ?? OWNER_WITHOUT_KEY;
 }
 
-/** The warnings as a header value: printable ASCII, bounded. */
-function warningsHeader(warnings: readonly string[]): string {
-  const text = warnings.join('; ').replace(/[^\x20-\x7e]/g, '?');
-  return text.length <= MAX_WARNINGS_HEADER ? text : `${text.slice(0, MAX_WARNINGS_HEADER - 3)}...`;
-}
 
 /** OpenAI's answer for an unknown, expired or another key's `previous_response_id`. */
 function previousNotFound(id: string): GatewayError {
@@ -144,12 +133,6 @@ export function createResponseHandler(deps: Deps) {
   };
 }
 
-function noteWarnings(x: Exchange, warnings: readonly string[], header: boolean): void {
-  if (warnings.length === 0) return;
-  x.log.warnings = [...warnings];
-  if (header) x.out['x-switchyard-warnings'] = warningsHeader(warnings);
-}
-
 /** A translated event as a part: content from the commit point kinds on, final at the terminal events. */
 function eventPart(ev: ResponseStreamEvent): EventPart {
   return new EventPart(ev.type, JSON.stringify(ev), isContentEvent(ev), TERMINAL_EVENTS.has(ev.type));
@@ -182,19 +165,7 @@ function ingressRequest(req: ResponsesRequest, ctx: ResponseContext, history: re
       return t.chat;
     },
     fromChat: (completion) => fromChat(completion, ctx) as unknown as JsonObject,
-    translator: () => {
-      const rs = new ResponsesStream(ctx);
-      return {
-        start: () => rs.start().map(eventPart),
-        push: (chunk) => rs.push(chunk).map(eventPart),
-        finish: (usage) => {
-          const parts = rs.finish().map(eventPart);
-          const last = parts.at(-1);
-          if (last) last.usage = usage;
-          return parts;
-        },
-      };
-    },
+    translator: () => eventTranslator(new ResponsesStream(ctx), eventPart),
     usageOf: (answer) => usageFromResponse(answer),
     prompt: responsesPrompt(req, history),
     maxOutputTokens: maxOut,
