@@ -11,73 +11,24 @@
  * is refunded in full: one call is paid for once.
  */
 import type { AbortLike } from '../lib/abort.ts';
-import type { Config } from '../config/schema.ts';
 import { GatewayError, modelNotFound } from '../errors/gateway-error.ts';
 import { cacheKey, decide, type CacheDecision, type KeyParts } from '../cache/key.ts';
-import { Flight, Flights, StreamTap } from '../cache/flights.ts';
-import type { Entry, ResponseCache } from '../cache/response-cache.ts';
+import { Flight, StreamTap } from '../cache/flights.ts';
+import type { Entry } from '../cache/response-cache.ts';
 import { countPrompt } from '../limits/estimate.ts';
 import { RawEmbeddingResponse } from '../protocol/embeddings/schema.ts';
 import { Limiter, type Admission, type Principal } from '../limits/limiter.ts';
-import { encodingFor, type TokenCounter } from '../limits/tokens.ts';
-import type { Operation, ResolvedTarget, Routed, Router } from '../router/router.ts';
+import { encodingFor } from '../limits/tokens.ts';
+import type { ResolvedTarget, Routed, Router } from '../router/router.ts';
 import { ended, eventUsage, replay, replayEvents, shapeUsage } from './pipeline-streams.ts';
 import type { ChunkPart, EventPart, StreamPart } from '../protocol/stream-part.ts';
 
-export type { Chunk, Usage } from './types.ts';
-import type { Chunk, Usage } from './types.ts';
+export type { Answer, CacheControl, CacheStatus, Chunk, Job, JobInfo, Served, Services, StreamResult, Usage } from './types.ts';
+import type { Answer, CacheStatus, Chunk, Job, Served, Services, StreamResult, Usage } from './types.ts';
 type UsageLike = { prompt_tokens?: number | null | undefined; completion_tokens?: number | null | undefined };
 
 /** A Chat Completions (or legacy completions, embeddings) answer's usage. */
 const chatUsage = (answer: object): UsageLike | null | undefined => (answer as { usage?: UsageLike | null }).usage;
-
-export type CacheStatus = 'hit' | 'miss' | 'bypass';
-
-/** Response headers and cache outcome of an answer (x-ratelimit-*, x-switchyard-cache, age). */
-export interface Served {
-  headers: Record<string, string>;
-  cache?: CacheStatus | undefined;
-}
-
-export type Answer<T> = Routed<T> & { served?: Served | undefined };
-
-export interface StreamResult<T> extends Answer<AsyncIterable<T>> {
-  /** Filled in when the upstream reported usage (read it after the stream ends). */
-  usage: { value: Usage | undefined };
-}
-
-export interface CacheControl {
-  noCache: boolean;
-  noStore: boolean;
-}
-
-/** Per-request facts the pipeline needs from the HTTP layer. */
-export interface JobInfo {
-  signal: AbortLike;
-  keyName?: string | undefined;
-  pinBackend?: string | undefined;
-  cacheControl?: CacheControl | undefined;
-  bodyBytes: number;
-}
-
-export interface Job {
-  op: Operation;
-  body: Record<string, unknown> & { model: string; temperature?: number | null | undefined };
-  info: JobInfo;
-  /** the prompt, for the token reservation */
-  prompt: { texts: string[]; fixed: number };
-  /** output tokens to reserve */
-  reserve: number;
-}
-
-export interface Services {
-  config: Config;
-  limiter: Limiter;
-  /** undefined: cache disabled */
-  cache: ResponseCache | undefined;
-  flights: Flights;
-  tokens: TokenCounter;
-}
 
 interface Prep {
   principal: Principal | undefined;
