@@ -199,6 +199,12 @@ export const breakerSchema = z.strictObject({
   max_open_ms: positiveInt.default(300_000),
 });
 
+export const affinitySchema = z.strictObject({
+  enabled: z.boolean().default(false),
+  /** How long a pin lives after the last answer it steered (match the provider's prompt-cache lifetime). */
+  ttl_seconds: positiveInt.default(300),
+});
+
 export const routingSchema = z.strictObject({
   /** Bounds the whole attempt chain (all retries and fallbacks) of one request. */
   deadline_ms: positiveInt.default(600_000),
@@ -212,12 +218,16 @@ export const routingSchema = z.strictObject({
   stale_ms: positiveInt.default(60_000),
   /** cost policy: output tokens assumed when the request sets no max_tokens. */
   default_max_tokens_estimate: positiveInt.default(1024),
+  /** Session affinity: one conversation stays on the target that served it while that target stays healthy. */
+  affinity: affinitySchema.default(affinitySchema.parse({})),
 });
 
 export const modelSchema = z.strictObject({
   policy: z.string().default('fallback'),
   /** weighted: the same API key always draws the same first target. */
   sticky: z.boolean().default(false),
+  /** Override routing.affinity for this model (each field left out is the global one). */
+  affinity: z.strictObject({ enabled: z.boolean().optional(), ttl_seconds: positiveInt.optional() }).optional(),
   /** Override routing.deadline_ms for this model. */
   deadline_ms: positiveInt.optional(),
   /** Override routing.retry for this model. */

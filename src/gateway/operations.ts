@@ -19,6 +19,8 @@ import type { Operation, RouteRequest, Router, StreamHooks } from '../router/rou
 import { GatewayError, modelNotFound } from '../errors/gateway-error.ts';
 import { countPrompt } from '../limits/estimate.ts';
 import { encodingFor } from '../limits/tokens.ts';
+import type { StateStore } from '../state/store.ts';
+import { Affinity, type Preferred } from './affinity.ts';
 
 export type { Answer, Served, StreamResult } from './pipeline.ts';
 
@@ -36,6 +38,10 @@ export interface RequestFacts {
   bodyBytes: number;
   /** the client's Cache-Control: no-cache (refresh) / no-store (bypass) */
   cacheControl?: CacheControl | undefined;
+  /** session affinity: request header x-session-id */
+  sessionId?: string | undefined;
+  /** session affinity: an agent CLI's session header (x-claude-code-session-id, session-id, session_id) */
+  agentSessionId?: string | undefined;
 }
 
 /** A plain part answers from its text (no parse); any other from its chunk. */
@@ -75,7 +81,7 @@ const completionHooks: StreamHooks<ChunkPart<Completion>> = {
   completes: (p) => (p.plain ? p.finishes : p.chunk.choices.some((ch) => !!ch.finish_reason)),
 };
 
-function route(op: Operation, model: string, info: RequestFacts, signal: AbortLike, stream: boolean, maxOutputTokens: number | null | undefined): RouteRequest {
+function route(op: Operation, model: string, info: RequestFacts, signal: AbortLike, stream: boolean, maxOutputTokens: number | null | undefined, prefer: Preferred): RouteRequest {
   return {
     publicModel: model,
     op,
@@ -85,6 +91,7 @@ function route(op: Operation, model: string, info: RequestFacts, signal: AbortLi
     pinBackend: info.pinBackend,
     deadlineMs: info.deadlineMs,
     stickyKey: info.keyName,
+    preferTarget: prefer,
     // about four bytes of JSON per token: good enough to rank targets by price
     promptTokens: Math.ceil(info.bodyBytes / 4),
     maxOutputTokens: maxOutputTokens ?? undefined,
@@ -115,12 +122,15 @@ function job(op: Operation, body: Job['body'], info: RequestFacts, prompt: Job['
 
 export class Gateway {
   private readonly pipeline: Pipeline;
+  private readonly affinity: Affinity;
 
+  /** `services.store` holds session-affinity pins (without one, affinity is off). */
   constructor(
     private readonly router: Router,
-    private readonly services: Services,
+    private readonly services: Services & { store?: StateStore | undefined },
   ) {
     this.pipeline = new Pipeline(router, services);
+    this.affinity = new Affinity(services.config, router, services.store);
   }
 
   /** Public model names, only those the key may use. */
@@ -160,11 +170,13 @@ export class Gateway {
     const maxOut = req.max_completion_tokens ?? req.max_tokens;
     const j = job('chat', req, info, chatPrompt(req), outputReserve(maxOut, req.n, this.reserveDefault()));
     return this.pipeline.once(j, (signal) =>
-      this.router.run(route('chat', req.model, info, signal, false, maxOut), (t, ctx) => {
-        const llm = t.entry.llm;
-        if (!llm.chat) throw missing(t.backend, 'chat');
-        return llm.chat({ ...req, model: t.model }, ctx);
-      }),
+      this.affinity.route(this.affinity.session('chat', req, info), (prefer) =>
+        this.router.run(route('chat', req.model, info, signal, false, maxOut, prefer), (t, ctx) => {
+          const llm = t.entry.llm;
+          if (!llm.chat) throw missing(t.backend, 'chat');
+          return llm.chat({ ...req, model: t.model }, ctx);
+        }),
+      ),
     );
   }
 
@@ -172,14 +184,16 @@ export class Gateway {
     const maxOut = req.max_completion_tokens ?? req.max_tokens;
     const j = job('chat', req, info, chatPrompt(req), outputReserve(maxOut, req.n, this.reserveDefault()));
     return this.pipeline.stream(j, req.stream_options?.include_usage === true, (signal) =>
-      this.router.runStream(
-        route('chat', req.model, info, signal, true, maxOut),
-        (t, ctx: CallContext) => {
-          const llm = t.entry.llm;
-          if (!llm.chatStream) throw missing(t.backend, 'streaming chat');
-          return llm.chatStream(withUpstreamUsage(req, t.model), ctx);
-        },
-        chatHooks,
+      this.affinity.routeStream(this.affinity.session('chat', req, info), (prefer) =>
+        this.router.runStream(
+          route('chat', req.model, info, signal, true, maxOut, prefer),
+          (t, ctx: CallContext) => {
+            const llm = t.entry.llm;
+            if (!llm.chatStream) throw missing(t.backend, 'streaming chat');
+            return llm.chatStream(withUpstreamUsage(req, t.model), ctx);
+          },
+          chatHooks,
+        ),
       ),
     );
   }
@@ -187,25 +201,29 @@ export class Gateway {
   complete(req: CompletionRequest, info: RequestFacts): Promise<Answer<Completion>> {
     const j = job('completions', req, info, completionPrompt(req), outputReserve(req.max_tokens, req.n, this.reserveDefault()));
     return this.pipeline.once(j, (signal) =>
-      this.router.run(route('completions', req.model, info, signal, false, req.max_tokens), (t, ctx) => {
-        const llm = t.entry.llm;
-        if (!llm.complete) throw missing(t.backend, 'completions');
-        return llm.complete({ ...req, model: t.model }, ctx);
-      }),
+      this.affinity.route(this.affinity.session('completions', req, info), (prefer) =>
+        this.router.run(route('completions', req.model, info, signal, false, req.max_tokens, prefer), (t, ctx) => {
+          const llm = t.entry.llm;
+          if (!llm.complete) throw missing(t.backend, 'completions');
+          return llm.complete({ ...req, model: t.model }, ctx);
+        }),
+      ),
     );
   }
 
   completeStream(req: CompletionRequest, info: RequestFacts): Promise<StreamResult<ChunkPart<Completion>>> {
     const j = job('completions', req, info, completionPrompt(req), outputReserve(req.max_tokens, req.n, this.reserveDefault()));
     return this.pipeline.stream(j, req.stream_options?.include_usage === true, (signal) =>
-      this.router.runStream(
-        route('completions', req.model, info, signal, true, req.max_tokens),
-        (t, ctx) => {
-          const llm = t.entry.llm;
-          if (!llm.completeStream) throw missing(t.backend, 'streaming completions');
-          return llm.completeStream(withUpstreamUsage(req, t.model), ctx);
-        },
-        completionHooks,
+      this.affinity.routeStream(this.affinity.session('completions', req, info), (prefer) =>
+        this.router.runStream(
+          route('completions', req.model, info, signal, true, req.max_tokens, prefer),
+          (t, ctx) => {
+            const llm = t.entry.llm;
+            if (!llm.completeStream) throw missing(t.backend, 'streaming completions');
+            return llm.completeStream(withUpstreamUsage(req, t.model), ctx);
+          },
+          completionHooks,
+        ),
       ),
     );
   }
@@ -221,14 +239,16 @@ export class Gateway {
     return this.pipeline.once(
       j,
       (signal) =>
-        this.router.run(route(req.op, req.body.model, info, signal, false, maxOut), async (t, ctx) => {
-          const llm = t.entry.llm;
-          const native = nativeOnce(llm, req.op);
-          if (native) return native(nativeCall(req, t.model, false), ctx);
-          if (!llm.chat) throw missing(t.backend, 'chat');
-          chat ??= req.chat();
-          return req.fromChat(await llm.chat({ ...chat, model: t.model }, ctx));
-        }),
+        this.affinity.route(this.affinity.session(req.op, req.body, info), (prefer) =>
+          this.router.run(route(req.op, req.body.model, info, signal, false, maxOut, prefer), async (t, ctx) => {
+            const llm = t.entry.llm;
+            const native = nativeOnce(llm, req.op);
+            if (native) return native(nativeCall(req, t.model, false), ctx);
+            if (!llm.chat) throw missing(t.backend, 'chat');
+            chat ??= req.chat();
+            return req.fromChat(await llm.chat({ ...chat, model: t.model }, ctx));
+          }),
+        ),
       req.usageOf,
     );
   }
@@ -239,17 +259,19 @@ export class Gateway {
     const j = job(req.op, req.body, info, req.prompt, outputReserve(maxOut, 1, this.reserveDefault()));
     let chat: ChatRequest | undefined;
     return this.pipeline.events(j, (signal) =>
-      this.router.runStream(
-        route(req.op, req.body.model, info, signal, true, maxOut),
-        async (t, ctx) => {
-          const llm = t.entry.llm;
-          const native = nativeStream(llm, req.op);
-          if (native) return native(nativeCall(req, t.model, true), ctx);
-          if (!llm.chatStream) throw missing(t.backend, 'streaming chat');
-          chat ??= req.chat();
-          return translatedEvents(await llm.chatStream(withUpstreamUsage(chat, t.model), ctx), req.translator());
-        },
-        eventHooks,
+      this.affinity.routeStream(this.affinity.session(req.op, req.body, info), (prefer) =>
+        this.router.runStream(
+          route(req.op, req.body.model, info, signal, true, maxOut, prefer),
+          async (t, ctx) => {
+            const llm = t.entry.llm;
+            const native = nativeStream(llm, req.op);
+            if (native) return native(nativeCall(req, t.model, true), ctx);
+            if (!llm.chatStream) throw missing(t.backend, 'streaming chat');
+            chat ??= req.chat();
+            return translatedEvents(await llm.chatStream(withUpstreamUsage(chat, t.model), ctx), req.translator());
+          },
+          eventHooks,
+        ),
       ),
     );
   }
@@ -257,7 +279,7 @@ export class Gateway {
   embed(req: EmbeddingRequest, info: RequestFacts): Promise<Answer<EmbeddingAnswer>> {
     const j = job('embeddings', req, info, embeddingPrompt(req), 0);
     return this.pipeline.once(j, async (signal) => {
-      const routed = await this.router.run(route('embeddings', req.model, info, signal, false, 0), (t, ctx) => {
+      const routed = await this.router.run(route('embeddings', req.model, info, signal, false, 0, undefined), (t, ctx) => {
         const llm = t.entry.llm;
         if (!llm.embed) throw missing(t.backend, 'embeddings');
         return llm.embed({ ...req, model: t.model }, ctx);

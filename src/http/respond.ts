@@ -60,6 +60,10 @@ function positiveMs(v: string | undefined, scale = 1): number | undefined {
   return Number.isFinite(n) && n > 0 ? n : undefined;
 }
 
+function nonEmpty(v: string | undefined): string | undefined {
+  return v === undefined || v === '' ? undefined : v;
+}
+
 export function requestFacts(x: Exchange): RequestFacts {
   const own = x.header('x-switchyard-deadline-ms');
   const deadline = positiveMs(own);
@@ -77,6 +81,8 @@ export function requestFacts(x: Exchange): RequestFacts {
     keyName: x.keyName,
     bodyBytes: x.bodyBytes,
     cacheControl: cacheDirectives(x.header('cache-control')),
+    sessionId: nonEmpty(x.header('x-session-id')),
+    agentSessionId: nonEmpty(x.header('x-claude-code-session-id') ?? x.header('session-id') ?? x.header('session_id')),
   };
 }
 

@@ -218,6 +218,20 @@ describe('plan: attempt order by policy', () => {
     }
   });
 
+  test('preferTarget (session affinity): the pinned target moves first, the rest keep the policy order; a pin outside the plan changes nothing', () => {
+    const { router, rng, a } = setup('  m: { policy: weighted, targets: [ { backend: a, model: a1 }, { backend: b, model: b1 }, { backend: c, model: c1, weight: 0 } ] }\n');
+    for (const v of [0, 0.3, 0.6, 0.99]) {
+      rng.value = v;
+      assert.deepEqual(order(router, req({ preferTarget: { backend: 'b', model: 'b1' } })), ['b', 'a']);
+      assert.deepEqual(order(router, req({ preferTarget: { backend: 'a', model: 'a1' } })), ['a', 'b']);
+    }
+    rng.value = 0.99;
+    assert.deepEqual(order(router, req({ preferTarget: { backend: 'c', model: 'c1' } })), ['b', 'a'], 'a drained target keeps no sessions');
+    assert.deepEqual(order(router, req({ preferTarget: { backend: 'a', model: 'other' } })), ['b', 'a'], 'backend and model must both match');
+    a.capacity = () => ({ total: 1, busy: 1 });
+    assert.deepEqual(order(router, req({ preferTarget: { backend: 'a', model: 'a1' } })), ['b', 'a'], 'a full local server is not forced first');
+  });
+
   test('cost: cheapest estimated request first, a target without a price last', () => {
     const { router } = setup(
       '  m: { policy: cost, targets: [ { backend: a, model: a1 }, { backend: b, model: b1, price: { input: 10, output: 30 } }, { backend: c, model: c1, price: { input: 1, output: 2 } } ] }\n',

@@ -141,7 +141,8 @@ export class Router {
         param: 'x-switchyard-backend',
       });
     }
-    return byCapacity(order.map((i) => targets[i] as ResolvedTarget));
+    const planned = byCapacity(order.map((i) => targets[i] as ResolvedTarget));
+    return req.preferTarget === undefined ? planned : preferred(planned, req.preferTarget);
   }
 
   /** Runs `call` on the planned targets until one succeeds. */
@@ -312,6 +313,19 @@ function attemptFacts(req: RouteRequest, t: ResolvedTarget, policy: string, atte
     maxTokens: req.maxOutputTokens,
     abortKey: abort,
   };
+}
+
+/**
+ * A session's pinned target first, the others in the policy's order behind it. A pin that names no
+ * planned target (drained, unsupported, filtered out) or a full local server changes nothing.
+ */
+function preferred(order: ResolvedTarget[], want: { backend: string; model: string }): ResolvedTarget[] {
+  const i = order.findIndex((t) => t.backend === want.backend && t.model === want.model);
+  if (i <= 0) return order;
+  const t = order[i] as ResolvedTarget;
+  const c = t.entry.llm.capacity?.();
+  if (c && c.total > 0 && c.busy >= c.total) return order;
+  return [t, ...order.slice(0, i), ...order.slice(i + 1)];
 }
 
 /**

@@ -50,6 +50,8 @@ export interface RouteRequest {
   deadlineMs?: number | undefined;
   /** stable identity for sticky weighted routing (the API key's name) */
   stickyKey?: string | undefined;
+  /** session affinity: this target goes first when the plan holds it (gateway/affinity.ts) */
+  preferTarget?: { backend: string; model: string } | undefined;
   /** rough prompt size, for the cost policy */
   promptTokens: number;
   maxOutputTokens?: number | undefined;
