@@ -14,146 +14,19 @@
  */
 import { performance } from 'node:perf_hooks';
 import { defaultTextMapGetter, defaultTextMapSetter, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span, type Tracer } from '@opentelemetry/api';
-import { ExportResultCode, W3CTraceContextPropagator, type ExportResult } from '@opentelemetry/core';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter as OtlpJsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPTraceExporter as OtlpProtoExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
-import {
-  AlwaysOffSampler,
-  AlwaysOnSampler,
-  BasicTracerProvider,
-  BatchSpanProcessor,
-  ParentBasedSampler,
-  TraceIdRatioBasedSampler,
-  type ReadableSpan,
-  type Sampler,
-  type SpanExporter,
-} from '@opentelemetry/sdk-trace-base';
+import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import type { TracingConfig } from '../config/schema.ts';
+import { GENAI_PROVIDER } from './metrics.ts';
+import { ReportingExporter, resolveTracing, type Env, type TracingSetup, type Warn } from './tracing-setup.ts';
+
+export { resolveTracing, type TracingSetup } from './tracing-setup.ts';
+export type { AttemptFacts, FailureFacts, RequestEndFacts } from './tracing-facts.ts';
+import type { AttemptFacts, FailureFacts, RequestEndFacts } from './tracing-facts.ts';
 import { chunkOf, type ChunkPart, type EventPart } from '../protocol/stream-part.ts';
-
-/** The gateway's logger, as far as tracing needs it. */
-interface Warn {
-  warn(msg: string, fields?: Record<string, string | number | boolean | undefined>): void;
-  info(msg: string, fields?: Record<string, string | number | boolean | undefined>): void;
-}
-
-type Env = Readonly<Record<string, string | undefined>>;
-
-/** What the tracer was set up with (resolved from the variables and the config block). */
-export interface TracingSetup {
-  url: string;
-  protocol: 'http/protobuf' | 'http/json';
-  headers: Record<string, string>;
-  serviceName: string | undefined;
-  sampler: Sampler;
-  recordContent: boolean;
-}
-
-const truthy = (v: string | undefined): boolean => v !== undefined && v.trim().toLowerCase() === 'true';
-const nonEmpty = (v: string | undefined): string | undefined => (v === undefined || v.trim() === '' ? undefined : v.trim());
-
-/** `OTEL_EXPORTER_OTLP_HEADERS`' names (`k=v,k2=v2`), lower-cased. */
-function envHeaderNames(env: Env): Set<string> {
-  const names = new Set<string>();
-  for (const raw of [env.OTEL_EXPORTER_OTLP_HEADERS, env.OTEL_EXPORTER_OTLP_TRACES_HEADERS]) {
-    if (!raw) continue;
-    for (const pair of raw.split(',')) {
-      const eq = pair.indexOf('=');
-      if (eq > 0) names.add(decodeURIComponent(pair.slice(0, eq).trim()).toLowerCase());
-    }
-  }
-  return names;
-}
-
-function samplerFrom(name: string | undefined, arg: number | undefined): Sampler {
-  const ratio = arg === undefined || !Number.isFinite(arg) || arg < 0 || arg > 1 ? 1 : arg;
-  switch ((name ?? 'parentbased_always_on').trim().toLowerCase()) {
-    case 'always_on':
-      return new AlwaysOnSampler();
-    case 'always_off':
-      return new AlwaysOffSampler();
-    case 'traceidratio':
-      return new TraceIdRatioBasedSampler(ratio);
-    case 'parentbased_always_off':
-      return new ParentBasedSampler({ root: new AlwaysOffSampler() });
-    case 'parentbased_traceidratio':
-      return new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(ratio) });
-    default:
-      return new ParentBasedSampler({ root: new AlwaysOnSampler() });
-  }
-}
-
-/**
- * The tracer's settings, or null when tracing is off: `OTEL_SDK_DISABLED=true`, or neither an
- * endpoint variable nor an enabled `telemetry.tracing` block. Each variable wins over its setting.
- */
-export function resolveTracing(cfg: TracingConfig | undefined, env: Env = process.env): TracingSetup | null {
-  if (truthy(env.OTEL_SDK_DISABLED)) return null;
-  const tracesEndpoint = nonEmpty(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
-  const endpoint = nonEmpty(env.OTEL_EXPORTER_OTLP_ENDPOINT);
-  const fromEnv = tracesEndpoint !== undefined || endpoint !== undefined;
-  if (!fromEnv && (cfg === undefined || cfg.enabled === false || (cfg.endpoint === undefined && cfg.traces_endpoint === undefined))) return null;
-  const base = (b: string): string => `${b.replace(/\/+$/, '')}/v1/traces`;
-  const url =
-    tracesEndpoint ??
-    (endpoint !== undefined ? base(endpoint) : undefined) ??
-    cfg?.traces_endpoint ??
-    (cfg?.endpoint !== undefined ? base(cfg.endpoint) : 'http://localhost:4318/v1/traces');
-  const p = nonEmpty(env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL) ?? nonEmpty(env.OTEL_EXPORTER_OTLP_PROTOCOL) ?? cfg?.protocol ?? 'http/protobuf';
-  const protocol = p === 'http/json' ? 'http/json' : 'http/protobuf';
-  // the exporter adds the variables' headers itself; a configured header they also name gives way
-  const shadowed = envHeaderNames(env);
-  const headers: Record<string, string> = {};
-  for (const [k, v] of Object.entries(cfg?.headers ?? {})) if (!shadowed.has(k.toLowerCase())) headers[k] = v;
-  const argText = nonEmpty(env.OTEL_TRACES_SAMPLER_ARG);
-  const arg = argText !== undefined ? Number(argText) : cfg?.sampler_arg;
-  return {
-    url,
-    protocol,
-    headers,
-    serviceName: nonEmpty(env.OTEL_SERVICE_NAME) ?? cfg?.service_name,
-    sampler: samplerFrom(nonEmpty(env.OTEL_TRACES_SAMPLER) ?? cfg?.sampler, arg),
-    recordContent: cfg?.record_content ?? false,
-  };
-}
-
-/**
- * The exporter, reporting a failed export once (not once per batch or span) until an export
- * succeeds again. Exports run from the BatchSpanProcessor's timer, never on a request.
- */
-class ReportingExporter implements SpanExporter {
-  private failing = false;
-
-  constructor(
-    private readonly inner: SpanExporter,
-    private readonly logger: Warn,
-    private readonly url: string,
-  ) {}
-
-  export(spans: ReadableSpan[], done: (r: ExportResult) => void): void {
-    this.inner.export(spans, (r) => {
-      if (r.code !== ExportResultCode.SUCCESS) {
-        if (!this.failing) {
-          this.failing = true;
-          this.logger.warn('trace export failed; spans are dropped until the collector answers', { endpoint: this.url, error: r.error?.message ?? 'unknown error' });
-        }
-      } else if (this.failing) {
-        this.failing = false;
-        this.logger.info('trace export recovered', { endpoint: this.url });
-      }
-      done(r);
-    });
-  }
-
-  shutdown(): Promise<void> {
-    return this.inner.shutdown();
-  }
-
-  forceFlush(): Promise<void> {
-    return this.inner.forceFlush?.() ?? Promise.resolve();
-  }
-}
 
 const propagator = new W3CTraceContextPropagator();
 
@@ -171,58 +44,6 @@ const OPERATION: Record<string, string> = {
   responses: 'chat',
   messages: 'chat',
 };
-
-/** A backend type's `gen_ai.provider.name`. */
-const PROVIDER: Record<string, string> = {
-  openai: 'openai',
-  anthropic: 'anthropic',
-  llamacpp: 'llama_cpp',
-  onnx: 'onnx_runtime',
-  fake: 'switchyard.fake',
-};
-
-/** What the access log knows when a request ends (a structural view of http's RequestLog). */
-export interface RequestFacts {
-  route: string;
-  model?: string | undefined;
-  backend?: string | undefined;
-  upstreamModel?: string | undefined;
-  attempts?: number | undefined;
-  errorCode?: string | null | undefined;
-  promptTokens?: number | undefined;
-  completionTokens?: number | undefined;
-  stream?: boolean | undefined;
-  key?: string | undefined;
-  costUsd?: number | undefined;
-  cache?: 'hit' | 'miss' | 'bypass' | undefined;
-  ttftMs?: number | undefined;
-}
-
-/** What the router knows when it starts an attempt. */
-export interface AttemptFacts {
-  op: string;
-  /** model name sent upstream */
-  model: string;
-  publicModel: string;
-  backend: string;
-  backendType: string;
-  policy: string;
-  attempt: number;
-  retry: number;
-  failover: boolean;
-  breaker: string;
-  maxTokens?: number | undefined;
-  /** the attempt's abort object, which the upstream client is given (its way to this span) */
-  abortKey?: object | undefined;
-}
-
-/** A failure as the router classified it. */
-export interface FailureFacts {
-  status: number;
-  code?: string | null | undefined;
-  type: string;
-  message: string;
-}
 
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -358,7 +179,7 @@ export class AttemptTrace {
   }
 
   /** Usage and cost of the request, on the attempt that served it. */
-  settle(f: RequestFacts): void {
+  settle(f: RequestEndFacts): void {
     if (this.ended) return;
     const s = this.span;
     if (this.served && s.isRecording()) {
@@ -415,7 +236,7 @@ export class RequestTrace {
     const op = OPERATION[f.op] ?? f.op;
     const attributes: Attributes = {
       'gen_ai.operation.name': op,
-      'gen_ai.provider.name': PROVIDER[f.backendType] ?? f.backendType,
+      'gen_ai.provider.name': GENAI_PROVIDER[f.backendType] ?? f.backendType,
       'gen_ai.request.model': f.model,
       'switchyard.model': f.publicModel,
       'switchyard.backend': f.backend,
@@ -434,7 +255,7 @@ export class RequestTrace {
   }
 
   /** The request's answer has finished (or the client went away): both spans end. */
-  finish(status: number, f: RequestFacts): void {
+  finish(status: number, f: RequestEndFacts): void {
     if (this.ended) return;
     this.ended = true;
     this.owner.forget(this);
