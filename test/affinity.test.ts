@@ -11,6 +11,7 @@
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import type { Behaviour } from './support/fake-openai-upstream.ts';
 import { upstreamsWithGateway } from './support/suite.ts';
 
 const ctx = upstreamsWithGateway({
@@ -18,6 +19,8 @@ const ctx = upstreamsWithGateway({
   yaml: ({ fakeA, fakeB }) => `
 routing:
   retry: { max_retries: 0 }
+  # breakers stay closed: a session moves because its pin was dropped, not because its target is skipped
+  breaker: { consecutive_failures: 0, min_requests: 100000 }
   affinity: { enabled: true, ttl_seconds: 300 }
 backends:
   alpha: { type: openai, base_url: "${fakeA.url}", timeout_ms: 5000 }
@@ -93,6 +96,29 @@ describe('routing.affinity over a weighted 50/50 split', () => {
   test('streams: a session stays on one target', async () => {
     const runs = await Promise.all(Array.from({ length: 6 }, (_, s) => session(5, () => served('/v1/chat/completions', chat('split', { stream: true }), { 'x-session-id': `stream-${s}` }))));
     for (const r of runs) assert.ok(one(r), r.join(', '));
+  });
+
+  test('a stream that fails after its first chunk drops its pin: the session is drawn again', async () => {
+    // 16 sessions: none of them drawn onto another target by chance is 1.5 in a hundred thousand
+    const ids = Array.from({ length: 16 }, (_, s) => ({ 'x-session-id': `broken-stream-${s}` }));
+    const before = await Promise.all(ids.map((h) => served('/v1/chat/completions', chat('split'), h)));
+    const broken: Behaviour = { kind: 'stream', chunks: ['par', 'tial'], errorAfter: { after: 1, message: 'upstream broke' } };
+    ctx.fakeA.onModel('split-a', broken);
+    ctx.fakeB.onModel('split-b', broken);
+    await Promise.all(
+      ids.map(async (h) => {
+        const res = await fetch(`${ctx.gw.baseURL}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...h }, body: JSON.stringify(chat('split', { stream: true })) });
+        assert.equal(res.status, 200);
+        assert.match(await res.text(), /"error"/, 'the stream ends with an error event');
+      }),
+    );
+    ctx.fakeA.reset();
+    ctx.fakeB.reset();
+    const afterwards = await Promise.all(ids.map((h) => served('/v1/chat/completions', chat('split'), h)));
+    assert.ok(
+      afterwards.some((b, i) => b !== before[i]),
+      'some session moved',
+    );
   });
 
   test('prompt_cache_key (Chat Completions) names a session', async () => {

@@ -70,8 +70,17 @@ export class Affinity {
   }
 
   /** Routes a JSON answer with its session's pin preferred, then keeps or drops the pin. */
-  async route<T>(pin: Pin | undefined, run: (prefer: Preferred) => Promise<Routed<T>>): Promise<Routed<T>> {
-    if (pin === undefined) return run(undefined);
+  route<T>(pin: Pin | undefined, run: (prefer: Preferred) => Promise<Routed<T>>): Promise<Routed<T>> {
+    // not async: without a session the call is the router's own, no extra promise
+    return pin === undefined ? run(undefined) : this.pinned(pin, run);
+  }
+
+  /** As route, for a stream: pinned at its commit point, dropped when it fails after it. */
+  routeStream<P>(pin: Pin | undefined, run: (prefer: Preferred) => Promise<Routed<AsyncIterable<P>>>): Promise<Routed<AsyncIterable<P>>> {
+    return pin === undefined ? run(undefined) : this.pinnedStream(pin, run);
+  }
+
+  private async pinned<T>(pin: Pin, run: (prefer: Preferred) => Promise<Routed<T>>): Promise<Routed<T>> {
     const prefer = await this.lookup(pin);
     try {
       const r = await run(prefer);
@@ -83,10 +92,8 @@ export class Affinity {
     }
   }
 
-  /** As route, for a stream: pinned at its commit point, dropped when it fails after it. */
-  async routeStream<P>(pin: Pin | undefined, run: (prefer: Preferred) => Promise<Routed<AsyncIterable<P>>>): Promise<Routed<AsyncIterable<P>>> {
-    if (pin === undefined) return run(undefined);
-    const r = await this.route(pin, run);
+  private async pinnedStream<P>(pin: Pin, run: (prefer: Preferred) => Promise<Routed<AsyncIterable<P>>>): Promise<Routed<AsyncIterable<P>>> {
+    const r = await this.pinned(pin, run);
     return { result: this.dropOnFailure(pin, r.result), target: r.target, attempts: r.attempts, upstreamMs: r.upstreamMs };
   }
 
