@@ -13,7 +13,7 @@
 import { randomBytes } from 'node:crypto';
 import type { ChatCompletion } from '../chat/schema.ts';
 import type { ResponsesRequest } from './schema.ts';
-import { responsesName, type NameMap } from './to-chat.ts';
+import { responsesName, type NameMap } from './names.ts';
 import type { Response, ResponseOutputItem, ResponseUsage } from './types.ts';
 
 /** What a response needs besides the completion: fixed by the caller when the request arrives. */

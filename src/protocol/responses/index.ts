@@ -48,18 +48,8 @@ export {
   type ResponsesToolChoice,
   type TextFormat,
 } from './schema.ts';
-export {
-  toChat,
-  flatName,
-  responsesName,
-  unsupportedParameter,
-  unsupportedValue,
-  NAMESPACE_SEPARATOR,
-  type ToChatOptions,
-  type ToChatResult,
-  type NameMap,
-  type ToolName,
-} from './to-chat.ts';
+export { toChat, type ToChatOptions, type ToChatResult } from './to-chat.ts';
+export { flatName, responsesName, unsupportedParameter, unsupportedValue, NAMESPACE_SEPARATOR, type NameMap, type ToolName } from './names.ts';
 export {
   fromChat,
   newId,

@@ -23,7 +23,7 @@
  */
 import type { ChatCompletionChunk } from '../chat/schema.ts';
 import { newId, responseShell, settle, statusOf, toResponsesUsage, type ResponseContext } from './from-chat.ts';
-import { responsesName } from './to-chat.ts';
+import { responsesName } from './names.ts';
 import type { Response, ResponseOutputItem, ResponseStreamEvent } from './types.ts';
 
 /** One SSE frame as OpenAI writes it: `event:` line, `data:` line, blank line. No `[DONE]`. */

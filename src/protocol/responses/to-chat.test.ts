@@ -4,7 +4,8 @@ import { GatewayError } from '../../errors/gateway-error.ts';
 import { chatRequestSchema, type ChatCompletion } from '../chat/schema.ts';
 import { parseResponsesRequest } from './schema.ts';
 import { fromChat } from './from-chat.ts';
-import { flatName, responsesName, toChat, type ToChatOptions } from './to-chat.ts';
+import { flatName, responsesName } from './names.ts';
+import { toChat, type ToChatOptions } from './to-chat.ts';
 
 function translate(body: Record<string, unknown>, opts?: ToChatOptions) {
   const r = toChat(parseResponsesRequest({ model: 'm', ...body }), opts);
