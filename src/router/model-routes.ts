@@ -37,14 +37,15 @@ function globToRegex(key: string): RegExp {
 }
 
 export class ModelRoutes {
-  private readonly exact = new Map<string, ModelConfig>();
+  /** hot path: an exact name's route is built once, not per request */
+  private readonly exact = new Map<string, ModelRoute>();
   private readonly patterns: Pattern[] = [];
 
   constructor(models: Readonly<Record<string, ModelConfig>>) {
     let order = 0;
     for (const [key, config] of Object.entries(models)) {
       if (!isPattern(key)) {
-        this.exact.set(key, config);
+        this.exact.set(key, { key, config, captures: [key] });
         continue;
       }
       const stars = starCount(key);
@@ -55,8 +56,8 @@ export class ModelRoutes {
 
   /** The entry that serves `name`, or undefined (the model does not exist). */
   match(name: string): ModelRoute | undefined {
-    const config = this.exact.get(name);
-    if (config) return { key: name, config, captures: [name] };
+    const exact = this.exact.get(name);
+    if (exact) return exact;
     for (const p of this.patterns) {
       const m = p.regex.exec(name);
       if (m) return { key: p.key, config: p.config, captures: [name, ...m.slice(1).map((s) => s ?? '')] };
