@@ -15,6 +15,7 @@ import { clientClosed } from '../backends/upstream/errors.ts';
 import { asGatewayError, toOpenAIError, type GatewayError } from '../errors/gateway-error.ts';
 import { pollable } from '../lib/pollable.ts';
 import { sseText, type StreamPart } from '../protocol/stream-part.ts';
+import { performance } from 'node:perf_hooks';
 import { WriteBatch } from '../lib/write-batch.ts';
 import { abandonIfStuck } from './direct.ts';
 
@@ -32,6 +33,19 @@ function errorEvent(e: GatewayError): string {
   return `data: ${JSON.stringify(toOpenAIError(e))}\n\n`;
 }
 
+/** How a protocol ends its event stream: cleanly, after a failure, and what keeps it alive. */
+export interface SseFraming {
+  /** written after the last part of a clean end */
+  done: string;
+  /** the event that ends a failed stream, given the number of parts written before it */
+  error(e: GatewayError, written: number): string;
+  /** written when nothing else was for `every` ms (a keep-alive) */
+  ping?: { text: string; every: number } | undefined;
+}
+
+/** Chat Completions (and legacy completions): `data: [DONE]`, an OpenAI error object as the last event. */
+export const OPENAI_FRAMING: SseFraming = { done: DONE, error: errorEvent };
+
 /**
  * Sends the head (200, `headers` with SSE_HEADERS added to that object) and then every chunk of `src`. `onEnd` is called
  * exactly once: with null after [DONE], or with the error that ended the stream (a client that went
@@ -47,6 +61,7 @@ export function writeSse(
   onEnd: (err: GatewayError | null) => void,
   onFirstChunk?: () => void,
   busy?: () => boolean,
+  framing: SseFraming = OPENAI_FRAMING,
 ): void {
   // the SSE headers join the answer's own (its per-request object; a copy cost more than the rest of the head)
   for (const k in SSE_HEADERS) headers[k] = SSE_HEADERS[k] as string;
@@ -54,9 +69,18 @@ export function writeSse(
   const it = src[Symbol.asyncIterator]();
   const poll = pollable(it);
   let ended = false;
+  let written = 0;
+  let lastWrite = 0;
+  const ping = framing.ping;
+  const pinger = ping
+    ? setInterval(() => {
+        if (!ended && !res.writableNeedDrain && performance.now() - lastWrite >= ping.every) res.write(ping.text);
+      }, ping.every / 3).unref()
+    : undefined;
   const end = (err: GatewayError | null): void => {
     if (ended) return;
     ended = true;
+    if (pinger) clearInterval(pinger);
     onEnd(err);
   };
   let gone = false;
@@ -79,6 +103,7 @@ export function writeSse(
   const send = (text: string): void => {
     if (gone) return;
     res.write(text);
+    if (pinger) lastWrite = performance.now();
     chunkWritten();
   };
   /**
@@ -117,17 +142,18 @@ export function writeSse(
           if (gone) return;
         }
         if (r.done) {
-          finish(DONE);
+          finish(framing.done);
           end(null);
           return;
         }
+        written++;
         if (r.value.flush) sendFirst(batch.take() + sseText(r.value));
         else batch.push(sseText(r.value));
       }
     } catch (err) {
       if (gone) return;
       const e = asGatewayError(err);
-      finish(e.status !== 499 ? errorEvent(e) : '');
+      finish(e.status !== 499 ? framing.error(e, written) : '');
       end(e);
     }
   })();

@@ -31,6 +31,16 @@ export interface OpenAICompatibleOptions {
   sseFraming?: SseFraming;
 }
 
+/** Responses stream events that carry one delta of content: always content, never usage or an error. */
+const PLAIN_DELTAS: ReadonlySet<string> = new Set([
+  'response.output_text.delta',
+  'response.function_call_arguments.delta',
+  'response.custom_tool_call_input.delta',
+  'response.reasoning_summary_text.delta',
+  'response.reasoning_text.delta',
+  'response.refusal.delta',
+]);
+
 export class OpenAICompatibleBackend implements BaseLLM {
   readonly type = 'openai' as const;
   readonly capabilities: Capabilities = { chat: true, embeddings: true, completions: true };
@@ -112,11 +122,17 @@ export class OpenAICompatibleBackend implements BaseLLM {
   }
 
   /**
-   * One event of a Responses stream → its part. Each event is parsed (they are small): the commit
-   * point needs an `output_item.added`'s item type, and only a parse tells an error event for sure.
-   * An `error` event throws the mid-stream error it stands for.
+   * One event of a Responses stream → its part. Hot path: an event named on its `event:` line as
+   * a plain delta (one per token) is checked to be a JSON object's text and forwarded unparsed;
+   * every other event (an item added: its type decides the commit point; a terminal one: its
+   * usage; an error; an event without a name) is parsed. An `error` event throws the mid-stream
+   * error it stands for.
    */
   private decodeResponsesEvent(event: string, data: string): EventPart {
+    if (PLAIN_DELTAS.has(event)) {
+      if (data.charCodeAt(0) !== 123 || data.charCodeAt(data.length - 1) !== 125) throw upstreamMalformed(this.id, `a "${event}" event of the stream is not a JSON object`);
+      return new EventPart(event, data, true, false);
+    }
     let value: unknown;
     try {
       value = JSON.parse(data);

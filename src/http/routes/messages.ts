@@ -19,12 +19,11 @@
  * answer's `x-switchyard-warnings` header (ASCII, bounded). Errors thrown here are answered in
  * Anthropic's envelope by the route table (api.ts: the `/v1/messages` area).
  */
-import type { ServerResponse } from 'node:http';
 import type { Deps } from '../deps.ts';
 import type { Exchange } from '../exchange.ts';
 import type { JsonObject } from '../../backends/contract.ts';
 import { eventTranslator, type IngressRequest } from '../../gateway/ingress.ts';
-import { EventPart, sseText } from '../../protocol/stream-part.ts';
+import { EventPart } from '../../protocol/stream-part.ts';
 import {
   chatToMessage,
   ChatToMessagesStream,
@@ -41,13 +40,11 @@ import {
   type MessagesStreamEvent,
   type ToChatOptions,
 } from '../../protocol/messages/index.ts';
-import { clientClosed } from '../../backends/upstream/errors.ts';
-import { asGatewayError, type GatewayError } from '../../errors/gateway-error.ts';
 import { costUsd } from '../../telemetry/cost.ts';
 import { readJsonBody } from '../body.ts';
-import { abandonIfStuck, answerHeaders, sendJson } from '../direct.ts';
+import { answerHeaders, sendJson } from '../direct.ts';
 import { markRouted, markUsage, noteWarnings, requestFacts } from '../respond.ts';
-import { SSE_HEADERS } from '../sse.ts';
+import { writeSse, type SseFraming } from '../sse.ts';
 
 /** A keep-alive `ping` after this long without a write. */
 const PING_MS = 15_000;
@@ -107,10 +104,6 @@ function ingressRequest(deps: Deps, x: Exchange, req: MessagesRequest, warnings:
   };
 }
 
-async function* framesOf(parts: AsyncIterable<EventPart>): AsyncGenerator<string> {
-  for await (const part of parts) yield sseText(part);
-}
-
 export function messagesHandler(deps: Deps) {
   return async (x: Exchange): Promise<void> => {
     const body = await readJsonBody(x, deps.config.server.max_body_bytes);
@@ -127,11 +120,12 @@ export function messagesHandler(deps: Deps) {
       // the commit point is behind us: what the translation dropped so far is known
       markRouted(x, s);
       noteWarnings(x, warnings, true);
-      writeFrames(x.outgoing, answerHeaders(x), framesOf(s.result), deps.config.server.send_timeout_ms, {
-        onFirst: () => {
-          log.ttftMs = performance.now() - log.startedAt;
-        },
-        onEnd: (err) => {
+      writeSse(
+        x.outgoing,
+        answerHeaders(x),
+        s.result,
+        deps.config.server.send_timeout_ms,
+        (err) => {
           const u = log.cache === 'hit' ? undefined : s.usage.value;
           log.promptTokens = u?.prompt_tokens ?? undefined;
           log.completionTokens = u?.completion_tokens ?? undefined;
@@ -139,7 +133,12 @@ export function messagesHandler(deps: Deps) {
           noteWarnings(x, warnings, false);
           if (err) log.errorCode = err.code ?? err.type;
         },
-      });
+        () => {
+          log.ttftMs = performance.now() - log.startedAt;
+        },
+        () => deps.traffic.inFlight > 1,
+        MESSAGES_FRAMING,
+      );
       return;
     }
     const r = await deps.gateway.ingress(ing, info);
@@ -168,72 +167,9 @@ export function countTokensHandler(deps: Deps) {
   };
 }
 
-const PING = sse({ type: 'ping' });
-
-/**
- * Writes the head (200 + SSE headers) and every frame of `src`, pulling no more while Node's
- * buffer for the client is full; a client that takes nothing for `sendTimeoutMs` is disconnected.
- * A failure of `src` ends the stream with an `error` event. `onEnd` is called exactly once: null
- * after the last frame, else the error that ended it (499 client_closed when the client went away).
- */
-function writeFrames(
-  res: ServerResponse,
-  headers: Record<string, string>,
-  src: AsyncIterable<string>,
-  sendTimeoutMs: number,
-  hooks: { onFirst(): void; onEnd(err: GatewayError | null): void },
-): void {
-  for (const k in SSE_HEADERS) headers[k] = SSE_HEADERS[k] as string;
-  res.writeHead(200, headers);
-  const it = src[Symbol.asyncIterator]();
-  let ended = false;
-  let gone = false;
-  let first = true;
-  let lastWrite = performance.now();
-  const end = (err: GatewayError | null): void => {
-    if (ended) return;
-    ended = true;
-    clearInterval(pinger);
-    hooks.onEnd(err);
-  };
-  const write = (text: string): void => {
-    if (gone || text === '') return;
-    res.write(text);
-    lastWrite = performance.now();
-    if (first) {
-      first = false;
-      hooks.onFirst();
-    }
-  };
-  const pinger = setInterval(() => {
-    if (!ended && !gone && !res.writableNeedDrain && performance.now() - lastWrite >= PING_MS) write(PING);
-  }, PING_MS / 3);
-  pinger.unref();
-  res.once('close', () => {
-    if (res.writableFinished) return;
-    gone = true;
-    end(clientClosed());
-    void it.return?.(undefined)?.catch(() => {});
-  });
-  void (async () => {
-    try {
-      for (;;) {
-        if (res.writableNeedDrain) await abandonIfStuck(res, 'drain', sendTimeoutMs);
-        if (gone) return;
-        const r = await it.next();
-        if (gone) return;
-        if (r.done) {
-          res.end();
-          end(null);
-          return;
-        }
-        write(r.value);
-      }
-    } catch (err) {
-      if (gone) return;
-      const e = asGatewayError(err);
-      res.end(e.status !== 499 ? errorFrame(e) : '');
-      end(e);
-    }
-  })();
-}
+/** Anthropic's stream ends: no end marker, an `error` event after a failure, `ping` when quiet. */
+const MESSAGES_FRAMING: SseFraming = {
+  done: '',
+  error: (e) => errorFrame(e),
+  ping: { text: sse({ type: 'ping' }), every: PING_MS },
+};

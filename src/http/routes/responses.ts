@@ -37,15 +37,15 @@ import {
 } from '../../protocol/responses/index.ts';
 import type { JsonObject } from '../../backends/contract.ts';
 import { eventTranslator, type IngressRequest } from '../../gateway/ingress.ts';
-import type { StreamResult } from '../../gateway/operations.ts';
 import { inputItemsOf, listInputItems, nextHistory, type ResponsesStore, type StoredResponse } from '../../gateway/responses-store.ts';
-import { EventPart, sseText } from '../../protocol/stream-part.ts';
+import { EventPart } from '../../protocol/stream-part.ts';
 import { costUsd } from '../../telemetry/cost.ts';
 import { readJsonBody } from '../body.ts';
-import { abandonIfStuck, answerHeaders, sendJson } from '../direct.ts';
+import { answerHeaders, sendJson } from '../direct.ts';
 import type { Exchange } from '../exchange.ts';
 import { markRouted, markUsage, noteWarnings, requestFacts } from '../respond.ts';
-import { SSE_HEADERS } from '../sse.ts';
+import { writeSse, type SseFraming } from '../sse.ts';
+import { DONE, pollable, type Pollable } from '../../lib/pollable.ts';
 
 const OWNER_WITHOUT_KEY = 'anonymous';
 
@@ -120,8 +120,26 @@ export function createResponseHandler(deps: Deps) {
       // the commit point is behind us: what the translation dropped so far is known
       markRouted(x, s);
       noteWarnings(x, warnings, true);
-      await writeEvents(deps, x, s, keep);
-      noteWarnings(x, warnings, false);
+      const log = x.log;
+      writeSse(
+        x.outgoing,
+        answerHeaders(x),
+        keepingFinal(s.result, keep),
+        deps.config.server.send_timeout_ms,
+        (err) => {
+          const u = log.cache === 'hit' ? undefined : s.usage.value;
+          log.promptTokens = u?.prompt_tokens;
+          log.completionTokens = u?.completion_tokens;
+          log.costUsd = log.cache === 'hit' ? 0 : costUsd(u, log.price);
+          noteWarnings(x, warnings, false);
+          if (err) log.errorCode = err.code ?? err.type;
+        },
+        () => {
+          log.ttftMs = performance.now() - log.startedAt;
+        },
+        () => deps.traffic.inFlight > 1,
+        RESPONSES_FRAMING,
+      );
       return;
     }
     const r = await deps.gateway.ingress(ing, info);
@@ -190,54 +208,60 @@ function responsesPrompt(req: ResponsesRequest, history: readonly InputItem[]): 
 }
 
 /**
- * Writes the stream: the head, then each event as it came (native) or was made (translated),
- * no more pulled while Node's buffer for the client is full; a client that takes nothing for
- * `send_timeout_ms` is disconnected, one that goes away aborts the upstream. The final response is
- * stored before its event is written (an immediate next turn finds it). A failure after the commit
- * point ends the stream with an `error` event, never with a clean end that hides the loss.
+ * The stream's parts as they are, except that the final response is stored before its event is
+ * handed on (an immediate next turn finds it). Hot path: every other part passes by `poll()`
+ * without a promise; only the final one waits for the store.
  */
-async function writeEvents(deps: Deps, x: Exchange, s: StreamResult<EventPart>, keep: (r: Response) => Promise<void>): Promise<void> {
-  const res = x.outgoing;
-  const log = x.log;
-  const headers = answerHeaders(x);
-  for (const k in SSE_HEADERS) headers[k] = SSE_HEADERS[k] as string;
-  res.writeHead(200, headers);
-  const it = s.result[Symbol.asyncIterator]();
-  let gone = false;
-  res.once('close', () => {
-    if (res.writableFinished) return;
-    gone = true;
-    void it.return?.(undefined)?.catch(() => {});
-  });
-  let written = 0;
-  let tail = '';
-  try {
-    for (;;) {
-      const r = await it.next();
-      if (r.done || gone) break;
-      const part = r.value;
-      if (part.content && log.ttftMs === undefined) log.ttftMs = performance.now() - log.startedAt;
-      if (part.final) {
-        const response = finalResponse(part);
-        if (response) await keep(response);
-      }
-      res.write(sseText(part));
-      written++;
-      if (res.writableNeedDrain && !(await abandonIfStuck(res, 'drain', deps.config.server.send_timeout_ms))) gone = true;
-    }
-  } catch (err) {
-    const e = asGatewayError(err);
-    if (!gone) {
-      log.errorCode = e.code ?? e.type;
-      if (e.status !== 499) tail = errorEventText({ type: 'error', code: e.code ?? e.type, message: e.message, param: e.param, sequence_number: written });
-    }
-  }
-  const u = log.cache === 'hit' ? undefined : s.usage.value;
-  log.promptTokens = u?.prompt_tokens;
-  log.completionTokens = u?.completion_tokens;
-  log.costUsd = log.cache === 'hit' ? 0 : costUsd(u, log.price);
-  if (!gone) res.end(tail);
+function keepingFinal(src: AsyncIterable<EventPart>, keep: (r: Response) => Promise<void>): AsyncIterableIterator<EventPart> {
+  return new KeepingFinal(src[Symbol.asyncIterator](), keep);
 }
+
+class KeepingFinal implements AsyncIterableIterator<EventPart>, Pollable<EventPart> {
+  /** a final part taken by poll(), handed on by the next next() once stored */
+  private held: EventPart | undefined;
+
+  constructor(
+    private readonly it: AsyncIterator<EventPart>,
+    private readonly keep: (r: Response) => Promise<void>,
+  ) {}
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  poll(): IteratorResult<EventPart> | undefined {
+    if (this.held) return undefined;
+    const r = pollable(this.it)?.poll();
+    if (r === undefined || r.done || !r.value.final) return r;
+    this.held = r.value;
+    return undefined;
+  }
+
+  async next(): Promise<IteratorResult<EventPart>> {
+    let part = this.held;
+    this.held = undefined;
+    if (!part) {
+      const r = await this.it.next();
+      if (r.done) return r;
+      part = r.value;
+    }
+    if (part.final) {
+      const response = finalResponse(part);
+      if (response) await this.keep(response);
+    }
+    return { done: false, value: part };
+  }
+
+  async return(v?: unknown): Promise<IteratorResult<EventPart>> {
+    return (await this.it.return?.(v)) ?? DONE;
+  }
+}
+
+/** Responses streams end with their terminal event (no end marker), or an `error` event after a failure. */
+const RESPONSES_FRAMING: SseFraming = {
+  done: '',
+  error: (e, written) => errorEventText({ type: 'error', code: e.code ?? e.type, message: e.message, param: e.param, sequence_number: written }),
+};
 
 /** The Responses `error` event that ends a stream after its commit point. */
 function errorEventText(ev: { type: 'error'; code: string; message: string; param: string | null; sequence_number: number }): string {
