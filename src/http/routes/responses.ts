@@ -92,11 +92,10 @@ export function createResponseHandler(deps: Deps) {
       if (!previous) throw previousNotFound(req.previous_response_id);
     }
     const history = (previous?.history ?? []).filter(isItem);
-    const inputItems = inputItemsOf(req.input);
     const ctx: ResponseContext = { id: newResponseId(), createdAt: Math.floor(Date.now() / 1000), model: req.model, request: req };
     const keep = async (response: Response): Promise<void> => {
       if (req.store === false) return;
-      const rec: StoredResponse = { response: response as unknown as Record<string, unknown>, inputItems, history: nextHistory(previous, req.input, response.output) };
+      const rec: StoredResponse = { response: response as unknown as Record<string, unknown>, inputItems: inputItemsOf(req.input), history: nextHistory(previous, req.input, response.output) };
       // a native upstream names its own responses: the client continues from the id it was given
       const id = typeof response.id === 'string' && response.id !== '' ? response.id : ctx.id;
       let why: string;
@@ -124,7 +123,7 @@ export function createResponseHandler(deps: Deps) {
       writeSse(
         x.outgoing,
         answerHeaders(x),
-        keepingFinal(s.result, keep),
+        req.store === false ? s.result : keepingFinal(s.result, keep),
         deps.config.server.send_timeout_ms,
         (err) => {
           const u = log.cache === 'hit' ? undefined : s.usage.value;
