@@ -13,6 +13,7 @@ import type { ChatCompletion, ChatCompletionChunk, ChatRequest } from '../protoc
 import { chunkOf, type ChunkPart, type EventPart, type PartUsage } from '../protocol/stream-part.ts';
 import type { Job } from './pipeline.ts';
 import type { Usage } from './types.ts';
+import { DONE, pollable, type Pollable } from '../lib/pollable.ts';
 
 /** A protocol's stream translator, as the gateway drives it: chat chunks in, the protocol's events out. */
 export interface EventTranslator {
@@ -73,16 +74,77 @@ export function nativeCall(req: IngressRequest, model: string, stream: boolean):
  * A translating backend's chat stream as the protocol's events: the translator's opening events,
  * then its events for each chunk, then its closing ones with the stream's usage. A failure of the
  * chat stream passes through (the route ends the client's stream with the protocol's error event).
+ * Hot path: a class, not an async generator, so a chunk already read is translated and handed on
+ * by `poll()` without a promise per event (lib/pollable.ts).
  */
-export async function* translatedEvents(chunks: AsyncIterable<ChunkPart<ChatCompletionChunk>>, tr: EventTranslator): AsyncGenerator<EventPart> {
-  yield* tr.start();
-  let usage: PartUsage | undefined;
-  for await (const part of chunks) {
-    const chunk = chunkOf(part);
-    if (chunk.usage) usage = chunk.usage;
-    yield* tr.push(chunk);
+export function translatedEvents(chunks: AsyncIterable<ChunkPart<ChatCompletionChunk>>, tr: EventTranslator): AsyncIterableIterator<EventPart> {
+  return new TranslatedEvents(chunks[Symbol.asyncIterator](), tr);
+}
+
+class TranslatedEvents implements AsyncIterableIterator<EventPart>, Pollable<EventPart> {
+  private queue: EventPart[];
+  private head = 0;
+  private usage: PartUsage | undefined;
+  private ended = false;
+
+  constructor(
+    private readonly src: AsyncIterator<ChunkPart<ChatCompletionChunk>>,
+    private readonly tr: EventTranslator,
+  ) {
+    this.queue = tr.start();
   }
-  yield* tr.finish(usage);
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  poll(): IteratorResult<EventPart> | undefined {
+    for (;;) {
+      const queued = this.take();
+      if (queued !== undefined || this.ended) return queued ?? DONE;
+      const r = pollable(this.src)?.poll();
+      if (r === undefined) return undefined;
+      this.accept(r);
+    }
+  }
+
+  async next(): Promise<IteratorResult<EventPart>> {
+    for (;;) {
+      const ready = this.poll();
+      if (ready !== undefined) return ready;
+      this.accept(await this.src.next());
+    }
+  }
+
+  async return(v?: unknown): Promise<IteratorResult<EventPart>> {
+    this.ended = true;
+    this.queue = [];
+    await this.src.return?.(v);
+    return DONE;
+  }
+
+  private take(): IteratorResult<EventPart> | undefined {
+    if (this.head >= this.queue.length) return undefined;
+    const value = this.queue[this.head++] as EventPart;
+    if (this.head === this.queue.length) {
+      this.queue = [];
+      this.head = 0;
+    }
+    return { done: false, value };
+  }
+
+  /** One result of the chat stream: its chunk's events queued, or the closing ones at its end. */
+  private accept(r: IteratorResult<ChunkPart<ChatCompletionChunk>>): void {
+    if (r.done) {
+      this.ended = true;
+      this.queue = this.tr.finish(this.usage);
+      this.head = 0;
+      return;
+    }
+    const chunk = chunkOf(r.value);
+    if (chunk.usage) this.usage = chunk.usage;
+    this.queue = this.queue.length === 0 ? this.tr.push(chunk) : this.queue.concat(this.tr.push(chunk));
+  }
 }
 
 /**
