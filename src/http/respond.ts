@@ -2,7 +2,11 @@ import type { Context } from 'hono';
 import { invalidRequest } from '../errors/gateway-error.ts';
 import { costUsd, formatUsd, type TokenUsage } from '../telemetry/cost.ts';
 import { cacheDirectives } from '../cache/key.ts';
-import type { Answer, RequestFacts } from '../gateway/operations.ts';
+import type { Answer, RequestFacts, StreamResult } from '../gateway/operations.ts';
+import type { StreamPart } from '../protocol/stream-part.ts';
+import type { Deps } from './deps.ts';
+import { answerHeaders } from './direct.ts';
+import { OPENAI_FRAMING, writeSse, type SseFraming } from './sse.ts';
 import type { Routed } from '../router/router.ts';
 import type { Exchange } from './exchange.ts';
 import type { AppEnv } from './types.ts';
@@ -99,4 +103,37 @@ export function noteWarnings(x: Exchange, warnings: readonly string[], header: b
   if (!header) return;
   const text = warnings.join('; ').replace(/[^\x20-\x7e]/g, '?');
   x.out['x-switchyard-warnings'] = text.length <= MAX_WARNINGS_HEADER ? text : `${text.slice(0, MAX_WARNINGS_HEADER - 3)}...`;
+}
+
+/**
+ * Writes a routed stream (past its commit point) to the client: `source` (default: the stream's
+ * own parts) through the SSE writer with the protocol's framing, the time to first chunk, and at
+ * the end the usage, cost, warnings and error code in the request's log.
+ */
+export function sendStream<P extends StreamPart>(
+  deps: Deps,
+  x: Exchange,
+  s: StreamResult<P>,
+  opts: { source?: AsyncIterable<P>; framing?: SseFraming; warnings?: readonly string[] } = {},
+): void {
+  const log = x.log;
+  writeSse(
+    x.outgoing,
+    answerHeaders(x),
+    opts.source ?? s.result,
+    deps.config.server.send_timeout_ms,
+    (err) => {
+      const u = log.cache === 'hit' ? undefined : s.usage.value;
+      log.promptTokens = u?.prompt_tokens;
+      log.completionTokens = u?.completion_tokens;
+      log.costUsd = log.cache === 'hit' ? 0 : costUsd(u, log.price);
+      if (opts.warnings) noteWarnings(x, opts.warnings, false);
+      if (err) log.errorCode = err.code ?? err.type;
+    },
+    () => {
+      log.ttftMs = performance.now() - log.startedAt;
+    },
+    () => deps.traffic.inFlight > 1,
+    opts.framing ?? OPENAI_FRAMING,
+  );
 }

@@ -9,13 +9,11 @@ import type { RequestFacts, StreamResult } from '../../gateway/operations.ts';
 import { parseRequest } from '../../protocol/validate.ts';
 import type { StreamPart } from '../../protocol/stream-part.ts';
 import type { Routed } from '../../router/router.ts';
-import { costUsd } from '../../telemetry/cost.ts';
 import type { TokenUsage } from '../../telemetry/cost.ts';
 import { readJsonBody } from '../body.ts';
-import { answerHeaders, sendJson } from '../direct.ts';
+import { sendJson } from '../direct.ts';
 import type { Exchange } from '../exchange.ts';
-import { markRouted, markUsage, requestFacts } from '../respond.ts';
-import { writeSse } from '../sse.ts';
+import { markRouted, markUsage, sendStream, requestFacts } from '../respond.ts';
 
 export interface GenerateRoute<Req, Full, Chunk extends StreamPart> {
   schema: z.ZodType<Req>;
@@ -36,23 +34,7 @@ export function generationHandler<Req extends { model: string; stream?: boolean 
     if (req.stream) {
       const s = await g.stream(deps, req, requestFacts(x));
       markRouted(x, s);
-      writeSse(
-        x.outgoing,
-        answerHeaders(x),
-        s.result,
-        deps.config.server.send_timeout_ms,
-        (err) => {
-          const u = log.cache === 'hit' ? undefined : s.usage.value;
-          log.promptTokens = u?.prompt_tokens;
-          log.completionTokens = u?.completion_tokens;
-          log.costUsd = log.cache === 'hit' ? 0 : costUsd(u, log.price);
-          if (err) log.errorCode = err.code ?? err.type;
-        },
-        () => {
-          log.ttftMs = performance.now() - log.startedAt;
-        },
-        () => deps.traffic.inFlight > 1,
-      );
+      sendStream(deps, x, s);
       return;
     }
     const r = await g.once(deps, req, requestFacts(x));

@@ -40,11 +40,10 @@ import {
   type MessagesStreamEvent,
   type ToChatOptions,
 } from '../../protocol/messages/index.ts';
-import { costUsd } from '../../telemetry/cost.ts';
 import { readJsonBody } from '../body.ts';
-import { answerHeaders, sendJson } from '../direct.ts';
-import { markRouted, markUsage, noteWarnings, requestFacts } from '../respond.ts';
-import { writeSse, type SseFraming } from '../sse.ts';
+import { sendJson } from '../direct.ts';
+import { markRouted, markUsage, sendStream, noteWarnings, requestFacts } from '../respond.ts';
+import type { SseFraming } from '../sse.ts';
 
 /** A keep-alive `ping` after this long without a write. */
 const PING_MS = 15_000;
@@ -120,25 +119,7 @@ export function messagesHandler(deps: Deps) {
       // the commit point is behind us: what the translation dropped so far is known
       markRouted(x, s);
       noteWarnings(x, warnings, true);
-      writeSse(
-        x.outgoing,
-        answerHeaders(x),
-        s.result,
-        deps.config.server.send_timeout_ms,
-        (err) => {
-          const u = log.cache === 'hit' ? undefined : s.usage.value;
-          log.promptTokens = u?.prompt_tokens ?? undefined;
-          log.completionTokens = u?.completion_tokens ?? undefined;
-          log.costUsd = log.cache === 'hit' ? 0 : costUsd(u, log.price);
-          noteWarnings(x, warnings, false);
-          if (err) log.errorCode = err.code ?? err.type;
-        },
-        () => {
-          log.ttftMs = performance.now() - log.startedAt;
-        },
-        () => deps.traffic.inFlight > 1,
-        MESSAGES_FRAMING,
-      );
+      sendStream(deps, x, s, { framing: MESSAGES_FRAMING, warnings });
       return;
     }
     const r = await deps.gateway.ingress(ing, info);

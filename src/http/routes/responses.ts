@@ -39,12 +39,11 @@ import type { JsonObject } from '../../backends/contract.ts';
 import { eventTranslator, type IngressRequest } from '../../gateway/ingress.ts';
 import { inputItemsOf, listInputItems, nextHistory, type ResponsesStore, type StoredResponse } from '../../gateway/responses-store.ts';
 import { EventPart } from '../../protocol/stream-part.ts';
-import { costUsd } from '../../telemetry/cost.ts';
 import { readJsonBody } from '../body.ts';
-import { answerHeaders, sendJson } from '../direct.ts';
+import { sendJson } from '../direct.ts';
 import type { Exchange } from '../exchange.ts';
-import { markRouted, markUsage, noteWarnings, requestFacts } from '../respond.ts';
-import { writeSse, type SseFraming } from '../sse.ts';
+import { markRouted, markUsage, sendStream, noteWarnings, requestFacts } from '../respond.ts';
+import type { SseFraming } from '../sse.ts';
 import { DONE, pollable, type Pollable } from '../../lib/pollable.ts';
 
 const OWNER_WITHOUT_KEY = 'anonymous';
@@ -119,26 +118,7 @@ export function createResponseHandler(deps: Deps) {
       // the commit point is behind us: what the translation dropped so far is known
       markRouted(x, s);
       noteWarnings(x, warnings, true);
-      const log = x.log;
-      writeSse(
-        x.outgoing,
-        answerHeaders(x),
-        req.store === false ? s.result : keepingFinal(s.result, keep),
-        deps.config.server.send_timeout_ms,
-        (err) => {
-          const u = log.cache === 'hit' ? undefined : s.usage.value;
-          log.promptTokens = u?.prompt_tokens;
-          log.completionTokens = u?.completion_tokens;
-          log.costUsd = log.cache === 'hit' ? 0 : costUsd(u, log.price);
-          noteWarnings(x, warnings, false);
-          if (err) log.errorCode = err.code ?? err.type;
-        },
-        () => {
-          log.ttftMs = performance.now() - log.startedAt;
-        },
-        () => deps.traffic.inFlight > 1,
-        RESPONSES_FRAMING,
-      );
+      sendStream(deps, x, s, { source: req.store === false ? s.result : keepingFinal(s.result, keep), framing: RESPONSES_FRAMING, warnings });
       return;
     }
     const r = await deps.gateway.ingress(ing, info);
