@@ -11,7 +11,6 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -19,6 +18,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import OpenAI from 'openai';
 import { startFakeOpenAI, type FakeUpstream } from './support/fake-openai-upstream.ts';
 import { startGateway, type TestGateway } from './support/gateway.ts';
+import { freePort } from './support/net.ts';
 
 const ADMIN = 'admin-key-prometheus-0123456789';
 const hasPrometheus = spawnSync('prometheus', ['--version']).status === 0;
@@ -49,17 +49,6 @@ function sample(text: string, name: string, labels: Record<string, string>): num
     if (got === want) return Number(m[3]);
   }
   return undefined;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 describe('GenAI client metrics (OpenTelemetry semantic conventions) on /metrics', () => {

@@ -11,7 +11,6 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -23,6 +22,7 @@ import { MemoryStore } from '../src/state/memory.ts';
 import { RedisStore } from '../src/state/redis.ts';
 import type { StateStore } from '../src/state/store.ts';
 import { createLogger } from '../src/telemetry/logger.ts';
+import { freePort, redisPing } from './support/net.ts';
 
 const root = join(import.meta.dirname, '..');
 const hasRedis = spawnSync('redis-server', ['--version']).status === 0;
@@ -30,32 +30,6 @@ const skip = !hasRedis && !process.env.CI ? 'redis-server is not installed (apt-
 
 const KEY = 'sk-gw-shared-limits-001';
 const FREE = 'sk-gw-shared-free-002';
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-/** PING over a raw socket: true when Redis answers +PONG. */
-function ping(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const sock = connect(port, '127.0.0.1');
-    const done = (ok: boolean): void => {
-      sock.destroy();
-      resolve(ok);
-    };
-    sock.setTimeout(500, () => done(false));
-    sock.once('error', () => done(false));
-    sock.once('connect', () => sock.write('PING\r\n'));
-    sock.once('data', (d) => done(d.toString().startsWith('+PONG')));
-  });
-}
 
 async function until(what: string, f: () => Promise<boolean>, ms = 15_000): Promise<void> {
   const end = Date.now() + ms;
@@ -79,7 +53,7 @@ class RedisServer {
       encoding: 'utf8',
     });
     assert.equal(r.status, 0, `redis-server did not start: ${r.stdout}${r.stderr}`);
-    await until('redis answers PING', () => ping(this.port));
+    await until('redis answers PING', () => redisPing(this.port));
   }
   pid(): number | undefined {
     try {
@@ -98,7 +72,7 @@ class RedisServer {
       // already gone
     }
     rmSync(this.pidfile, { force: true });
-    await until('redis is gone', async () => !(await ping(this.port)));
+    await until('redis is gone', async () => !(await redisPing(this.port)));
   }
 }
 

@@ -8,7 +8,6 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -18,36 +17,12 @@ import { GatewayError } from '../src/errors/gateway-error.ts';
 import { inputItemsOf, nextHistory, ResponsesStore, type StoredResponse } from '../src/gateway/responses-store.ts';
 import { RedisStore } from '../src/state/redis.ts';
 import { createLogger } from '../src/telemetry/logger.ts';
+import { freePort, redisPing } from './support/net.ts';
 
 const hasRedis = spawnSync('redis-server', ['--version']).status === 0;
 const skip = !hasRedis && !process.env.CI ? 'redis-server is not installed (apt-get install redis-server; .ci/run does it)' : false;
 const PREFIX = 'sy-resp-test:';
 const OPTS = { ttlSeconds: 30 * 86_400, maxEntryBytes: 1 << 20, maxTotalBytes: 1 << 24 };
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-function ping(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const sock = connect(port, '127.0.0.1');
-    const done = (ok: boolean): void => {
-      sock.destroy();
-      resolve(ok);
-    };
-    sock.setTimeout(500, () => done(false));
-    sock.once('error', () => done(false));
-    sock.once('connect', () => sock.write('PING\r\n'));
-    sock.once('data', (d) => done(d.toString().startsWith('+PONG')));
-  });
-}
 
 async function until(what: string, f: () => boolean | Promise<boolean>, ms = 15_000): Promise<void> {
   const end = Date.now() + ms;
@@ -64,7 +39,7 @@ async function startRedis(port: number, dir: string): Promise<{ stop(): Promise<
     encoding: 'utf8',
   });
   assert.equal(r.status, 0, `redis-server did not start: ${r.stdout}${r.stderr}`);
-  await until('redis answers PING', () => ping(port));
+  await until('redis answers PING', () => redisPing(port));
   return {
     async stop() {
       let pid: number | undefined;
@@ -80,7 +55,7 @@ async function startRedis(port: number, dir: string): Promise<{ stop(): Promise<
         // already gone
       }
       rmSync(pidfile, { force: true });
-      await until('redis is gone', async () => !(await ping(port)));
+      await until('redis is gone', async () => !(await redisPing(port)));
     },
   };
 }
