@@ -6,7 +6,6 @@
  * anthropic) is never "still loading": `/health` alone must suffice.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,46 +15,15 @@ import { startFakeLlamaServer, type FakeLlamaServer } from './support/fake-llama
 import { startFakeOpenAI, type FakeUpstream } from './support/fake-openai-upstream.ts';
 import { randomTable, writeTinyModel } from './support/onnx-model.ts';
 import { VOCAB, writeTokenizer } from './support/wordpiece.ts';
+import { startGatewayProcess, type GatewayProcess } from './support/gateway-process.ts';
 
-const root = join(import.meta.dirname, '..');
 const KEY = 'sk-first-request-test-key';
 
-interface Child {
-  child: ChildProcess;
-  url: string;
-  output: () => string;
-  /** the config file it was started with */
-  cfg: string;
-}
+type Child = GatewayProcess;
 
 /** Starts the gateway as a child process; resolves with its URL once it logged "listening". */
-async function startProcess(dir: string, yaml: string): Promise<Child> {
-  const cfg = join(dir, `providers-${Math.random().toString(36).slice(2)}.yaml`);
-  writeFileSync(cfg, yaml);
-  const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'src/main.ts'), '--config', cfg], {
-    cwd: root,
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`gateway did not start: ${out}`)), 30_000);
-    const check = (): void => {
-      const m = /"msg":"listening","url":"([^"]+)"/.exec(out);
-      if (m?.[1]) {
-        clearTimeout(timer);
-        resolve(m[1]);
-      }
-    };
-    child.stdout?.on('data', check);
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`exited ${code}: ${out}`));
-    });
-  });
-  return { child, url, output: () => out, cfg };
+function startProcess(dir: string, yaml: string): Promise<Child> {
+  return startGatewayProcess(join(dir, `providers-${Math.random().toString(36).slice(2)}.yaml`), yaml);
 }
 
 /** Resolves once the child's output matches `re`. */

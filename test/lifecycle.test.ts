@@ -3,40 +3,17 @@
  * connections are refused, the process exits 0), and secrets sent by a client never reach a log line.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { startGateway } from './support/gateway.ts';
+import { startGatewayProcess, type GatewayProcess } from './support/gateway-process.ts';
 
-const root = join(import.meta.dirname, '..');
 
-async function startProcess(yaml: string): Promise<{ child: ChildProcess; url: string; output: () => string; dir: string }> {
+async function startProcess(yaml: string): Promise<GatewayProcess & { dir: string }> {
   const dir = mkdtempSync(join(tmpdir(), 'switchyard-life-'));
-  const cfg = join(dir, 'providers.yaml');
-  writeFileSync(cfg, yaml);
-  const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'src/main.ts'), '--config', cfg], {
-    cwd: root,
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`gateway did not start: ${out}`)), 20_000);
-    const check = (): void => {
-      const m = /"msg":"listening","url":"([^"]+)"/.exec(out);
-      if (m?.[1]) {
-        clearTimeout(timer);
-        resolve(m[1]);
-      }
-    };
-    child.stdout?.on('data', check);
-    child.once('exit', (code) => reject(new Error(`exited ${code}: ${out}`)));
-  });
-  return { child, url, output: () => out, dir };
+  return { ...(await startGatewayProcess(join(dir, 'providers.yaml'), yaml, 20_000)), dir };
 }
 
 describe('SIGTERM drains', () => {

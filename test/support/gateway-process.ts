@@ -1,0 +1,48 @@
+/**
+ * Starts the gateway as a child process (`node --import tsx src/main.ts --config <file>`, PORT=0 on
+ * loopback) for tests of what only a real process shows: start-up order, signals, exit codes.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+const root = join(import.meta.dirname, '..', '..');
+
+export interface GatewayProcess {
+  child: ChildProcess;
+  /** from its `listening` log line */
+  url: string;
+  /** everything it wrote to stdout and stderr so far */
+  output: () => string;
+  /** the config file it was started with */
+  cfg: string;
+}
+
+/** Writes `yaml` to `cfg` and starts a gateway on it; resolves once it logged "listening". */
+export async function startGatewayProcess(cfg: string, yaml: string, timeoutMs = 30_000): Promise<GatewayProcess> {
+  writeFileSync(cfg, yaml);
+  const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'src/main.ts'), '--config', cfg], {
+    cwd: root,
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`gateway did not start: ${out}`)), timeoutMs);
+    const check = (): void => {
+      const m = /"msg":"listening","url":"([^"]+)"/.exec(out);
+      if (m?.[1]) {
+        clearTimeout(timer);
+        resolve(m[1]);
+      }
+    };
+    child.stdout?.on('data', check);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`exited ${code}: ${out}`));
+    });
+  });
+  return { child, url, output: () => out, cfg };
+}
