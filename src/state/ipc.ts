@@ -56,6 +56,10 @@ function run(store: MemoryStore, o: StateOp): Promise<unknown> | unknown {
       return store.blobDelete(o.key);
     case 'blobLimit':
       return store.blobLimit(o.maxBytes);
+    default: {
+      const never: never = o;
+      throw new Error(`unknown state operation ${JSON.stringify(never)}`);
+    }
   }
 }
 
