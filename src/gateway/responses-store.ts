@@ -20,7 +20,7 @@
  * together stay under `maxTotalBytes` (least recently used go first) and each lives `ttlSeconds`;
  * on Redis each key expires after `ttlSeconds` and the total is Redis's own `maxmemory`.
  */
-import { randomBytes } from 'node:crypto';
+import { randomHex } from '../lib/random-id.ts';
 import type { StateStore } from '../state/store.ts';
 
 export interface StoredResponse {
@@ -103,7 +103,7 @@ const ID_PREFIX: Record<string, string> = {
 };
 
 function itemId(type: string): string {
-  return `${ID_PREFIX[type] ?? 'item'}_${randomBytes(24).toString('hex')}`;
+  return `${ID_PREFIX[type] ?? 'item'}_${randomHex(24)}`;
 }
 
 /**

@@ -12,7 +12,7 @@
  *   the model, which can retry.
  * - stop_reason: see toStopReason(). usage: see toMessagesUsage().
  */
-import { randomBytes } from 'node:crypto';
+import { randomBase64url } from '../../lib/random-id.ts';
 import type { ChatCompletion } from '../chat/schema.ts';
 
 export type StopReason = 'end_turn' | 'max_tokens' | 'stop_sequence' | 'tool_use' | 'pause_turn' | 'refusal';
@@ -56,7 +56,7 @@ export interface FromChat {
   warnings: string[];
 }
 
-const random = (): string => randomBytes(18).toString('base64url');
+const random = (): string => randomBase64url(18);
 
 /** `msg_…` from the completion id (kept if it already is one), so logs can join the two. */
 export function messageId(chatId: string | null | undefined): string {

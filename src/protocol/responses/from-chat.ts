@@ -10,7 +10,7 @@
  * - Usage always has every field (zeros when the backend reported none), because clients read it
  *   without checks (Codex, the Vercel AI SDK).
  */
-import { randomUUID } from 'node:crypto';
+import { randomHex } from '../../lib/random-id.ts';
 import type { ChatCompletion } from '../chat/schema.ts';
 import type { ResponsesRequest } from './schema.ts';
 import { responsesName, type NameMap } from './names.ts';
@@ -31,10 +31,7 @@ export interface ResponseContext {
 
 /** OpenAI-style ids: a prefix and 48 hex digits. */
 export function newId(prefix: 'resp' | 'msg' | 'fc' | 'ctc' | 'rs'): string {
-  // 48 hex digits, as OpenAI's ids have, from Node's buffered entropy (no system call per id)
-  const u = randomUUID();
-  const v = randomUUID();
-  return `${prefix}_${u.slice(0, 8)}${u.slice(9, 13)}${u.slice(14, 18)}${u.slice(19, 23)}${u.slice(24)}${v.slice(0, 8)}${v.slice(24, 32)}`;
+  return `${prefix}_${randomHex(24)}`;
 }
 export const newResponseId = (): string => newId('resp');
 
