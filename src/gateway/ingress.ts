@@ -11,6 +11,7 @@
 import type { BaseLLM, CallContext, JsonObject, NativeCall } from '../backends/contract.ts';
 import type { ChatCompletion, ChatCompletionChunk, ChatRequest } from '../protocol/chat/schema.ts';
 import { chunkOf, type ChunkPart, type EventPart, type PartUsage } from '../protocol/stream-part.ts';
+import { ContentHead, plainContent } from '../protocol/chat/content-text.ts';
 import type { Job } from './pipeline.ts';
 import type { Usage } from './types.ts';
 import { DONE, pollable, type Pollable } from '../lib/pollable.ts';
@@ -19,7 +20,13 @@ import { DONE, pollable, type Pollable } from '../lib/pollable.ts';
 export interface EventTranslator {
   /** the events before any content (`response.created`, `message_start`, …) */
   start(): EventPart[];
+  /** a chunk's events; a chunk that carries nothing (no delta member but role, null or "", no finish, no usage) has none */
   push(chunk: ChatCompletionChunk): EventPart[];
+  /**
+   * A plain token's content fragment, still JSON-escaped (protocol/chat/content-text.ts): its
+   * events appended to `out`, as push() would give them for the chunk.
+   */
+  text?(escaped: string, out: EventPart[]): void;
   /** the closing events; the last one is final and carries `usage` */
   finish(usage: PartUsage | undefined): EventPart[];
 }
@@ -86,6 +93,7 @@ class TranslatedEvents implements AsyncIterableIterator<EventPart>, Pollable<Eve
   private head = 0;
   private usage: PartUsage | undefined;
   private ended = false;
+  private readonly contentHead = new ContentHead();
 
   constructor(
     private readonly src: AsyncIterator<ChunkPart<ChatCompletionChunk>>,
@@ -141,30 +149,19 @@ class TranslatedEvents implements AsyncIterableIterator<EventPart>, Pollable<Eve
       this.head = 0;
       return;
     }
-    const chunk = chunkOf(r.value);
+    const part = r.value;
+    // hot path: an ordinary token goes from its text to its events, neither parsed nor printed;
+    // a plain chunk that carries nothing (the role chunk) has no events
+    if (part.plain && !part.finishes) {
+      const escaped = this.tr.text ? plainContent(part.json(), this.contentHead) : undefined;
+      if (escaped !== undefined) {
+        this.tr.text?.(escaped, this.queue);
+        return;
+      }
+      if (part.deltaCarries() === false) return;
+    }
+    const chunk = chunkOf(part);
     if (chunk.usage) this.usage = chunk.usage;
     this.queue = this.queue.length === 0 ? this.tr.push(chunk) : this.queue.concat(this.tr.push(chunk));
   }
-}
-
-/**
- * A protocol's stream translator (start / push / finish returning its events) as the gateway
- * drives it: each event made a part by `toPart`, the stream's usage on the last closing one.
- */
-export function eventTranslator<E>(
-  t: { start(): E[]; push(chunk: ChatCompletionChunk): E[]; finish(): E[] },
-  toPart: (event: E) => EventPart,
-  onFinish?: () => void,
-): EventTranslator {
-  return {
-    start: () => t.start().map(toPart),
-    push: (chunk) => t.push(chunk).map(toPart),
-    finish: (usage) => {
-      const parts = t.finish().map(toPart);
-      const last = parts.at(-1);
-      if (last) last.usage = usage;
-      onFinish?.();
-      return parts;
-    },
-  };
 }

@@ -22,14 +22,13 @@
 import type { Deps } from '../deps.ts';
 import type { Exchange } from '../exchange.ts';
 import type { JsonObject } from '../../backends/contract.ts';
-import { eventTranslator, type IngressRequest } from '../../gateway/ingress.ts';
-import { EventPart } from '../../protocol/stream-part.ts';
+import type { IngressRequest } from '../../gateway/ingress.ts';
 import {
   chatToMessage,
   ChatToMessagesStream,
+  MessagesStreamParts,
   countTokensResponse,
   errorFrame,
-  isContentEvent,
   messagesPrompt,
   messagesToChat,
   parseCountTokensRequest,
@@ -37,7 +36,6 @@ import {
   sse,
   usageFromMessage,
   type MessagesRequest,
-  type MessagesStreamEvent,
   type ToChatOptions,
 } from '../../protocol/messages/index.ts';
 import { readJsonBody } from '../body.ts';
@@ -68,11 +66,6 @@ function protocolHeaders(x: Exchange): Record<string, string> | undefined {
   return out;
 }
 
-/** A translated event as a part: content from the first content block on, final at message_stop. */
-function eventPart(ev: MessagesStreamEvent): EventPart {
-  return new EventPart(ev.type, JSON.stringify(ev), isContentEvent(ev), ev.type === 'message_stop');
-}
-
 /**
  * The request as the gateway runs it (gateway/ingress.ts): natively to a backend that speaks the
  * Messages API, else through chat. What a translation drops is added to `warnings`.
@@ -95,7 +88,7 @@ function ingressRequest(deps: Deps, x: Exchange, req: MessagesRequest, warnings:
     },
     translator: () => {
       const conv = new ChatToMessagesStream({ model: publicModel, stopSequences: req.stop_sequences });
-      return eventTranslator(conv, eventPart, () => warnings.push(...conv.warnings));
+      return new MessagesStreamParts(conv, () => warnings.push(...conv.warnings));
     },
     usageOf: (answer) => usageFromMessage(answer),
     prompt: messagesPrompt(req),

@@ -22,23 +22,20 @@ import type { Deps } from '../deps.ts';
 import { GatewayError, asGatewayError, invalidRequest } from '../../errors/gateway-error.ts';
 import {
   fromChat,
-  isContentEvent,
   newResponseId,
   parseResponsesRequest,
   ResponsesStream,
-  TERMINAL_EVENTS,
   toChat,
   usageFromResponse,
   type InputItem,
   type Response,
   type ResponseContext,
   type ResponsesRequest,
-  type ResponseStreamEvent,
 } from '../../protocol/responses/index.ts';
 import type { JsonObject } from '../../backends/contract.ts';
-import { eventTranslator, type IngressRequest } from '../../gateway/ingress.ts';
+import type { IngressRequest } from '../../gateway/ingress.ts';
 import { inputItemsOf, listInputItems, nextHistory, type ResponsesStore, type StoredResponse } from '../../gateway/responses-store.ts';
-import { EventPart } from '../../protocol/stream-part.ts';
+import type { EventPart } from '../../protocol/stream-part.ts';
 import { readJsonBody } from '../body.ts';
 import { sendJson } from '../direct.ts';
 import type { Exchange } from '../exchange.ts';
@@ -130,11 +127,6 @@ export function createResponseHandler(deps: Deps) {
   };
 }
 
-/** A translated event as a part: content from the commit point kinds on, final at the terminal events. */
-function eventPart(ev: ResponseStreamEvent): EventPart {
-  return new EventPart(ev.type, JSON.stringify(ev), isContentEvent(ev), TERMINAL_EVENTS.has(ev.type));
-}
-
 /**
  * The request as the gateway runs it (gateway/ingress.ts). A native backend gets the client's
  * body with `previous_response_id` expanded from the gateway's own store (the conversation's items
@@ -162,7 +154,7 @@ function ingressRequest(req: ResponsesRequest, ctx: ResponseContext, history: re
       return t.chat;
     },
     fromChat: (completion) => fromChat(completion, ctx) as unknown as JsonObject,
-    translator: () => eventTranslator(new ResponsesStream(ctx), eventPart),
+    translator: () => new ResponsesStream(ctx),
     usageOf: (answer) => usageFromResponse(answer),
     prompt: responsesPrompt(req, history),
     maxOutputTokens: maxOut,

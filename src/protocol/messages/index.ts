@@ -22,6 +22,8 @@
  *     .fail(err)        → [error]              after the commit point; nothing follows
  *     .ping()           → ping                 for a keep-alive timer
  *     .usage / .warnings
+ *   new MessagesStreamParts(conv, onFinish?) → the same events as wire parts (EventPart) for the
+ *     gateway; .text(escaped, out) writes a plain token's text_delta from its escaped content
  *   sse(event) → "event: <type>\ndata: <json>\n\n"
  *
  * Native backends (`anthropic`: bytes passed through)
@@ -63,7 +65,7 @@ export {
   type MessagesUsage,
   type StopReason,
 } from './from-chat.ts';
-export { ChatToMessagesStream, type MessagesStreamEvent, type StreamOptions } from './stream.ts';
+export { ChatToMessagesStream, MessagesStreamParts, messagesEventPart, type MessagesStreamEvent, type StreamOptions } from './stream.ts';
 export { sse } from './sse.ts';
 export { isContentEvent, NativeUsageReader, USAGE_EVENTS, usageFromMessage, type NativeUsage } from './usage.ts';
 export { countInputTokens, countTokensResponse, messagesPrompt, type Prompt } from './count-tokens.ts';

@@ -5,7 +5,9 @@ import { after, before, describe, it } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 import { GatewayError } from '../../errors/gateway-error.ts';
 import type { ChatCompletionChunk } from '../chat/schema.ts';
-import { ChatToMessagesStream, sse, type MessagesStreamEvent } from './stream.ts';
+import { ChatToMessagesStream, MessagesStreamParts, sse, type MessagesStreamEvent } from './stream.ts';
+import { ChunkPart, PlainHead, type EventPart } from '../stream-part.ts';
+import { ContentHead, plainContent } from '../chat/content-text.ts';
 
 type Delta = Record<string, unknown>;
 const chunk = (delta: Delta, finish: string | null = null, extra: Record<string, unknown> = {}): ChatCompletionChunk =>
@@ -176,5 +178,38 @@ describe('the translated stream through the real @anthropic-ai/sdk', () => {
       assert.match(err.message, /Every target is unavailable/);
       return true;
     });
+  });
+});
+
+describe('MessagesStreamParts: the events as wire parts, a plain token written from its escaped text', () => {
+  it('the same events, byte for byte, as the parsed chunks give', () => {
+    const chunks = [...TOOLS_SEQUENCE.slice(0, 5), chunk({ content: ' "q" caf\u00e9\n\\' }), ...TOOLS_SEQUENCE.slice(5, -2), chunk({ content: 'after' }), ...TOOLS_SEQUENCE.slice(-2)];
+    const slow = run(chunks, { id: 'msg_t' }).events.map((e) => JSON.stringify(e));
+    let finished = 0;
+    const s = new MessagesStreamParts(new ChatToMessagesStream({ model: 'claude-public', id: 'msg_t' }), () => finished++);
+    const head = new ContentHead();
+    const plainHead = new PlainHead();
+    const parts: EventPart[] = s.start();
+    let byText = 0;
+    for (const c of chunks) {
+      const t = JSON.stringify(c);
+      const part = ChunkPart.plain<ChatCompletionChunk>(t, plainHead);
+      if (part && !part.finishes && part.deltaCarries() === false) continue;
+      const escaped = part && !part.finishes ? plainContent(t, head) : undefined;
+      if (escaped === undefined) parts.push(...s.push(JSON.parse(t) as ChatCompletionChunk));
+      else {
+        s.text(escaped, parts);
+        byText++;
+      }
+    }
+    parts.push(...s.finish({ prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 }));
+    assert.deepEqual(parts.map((p) => p.data), slow);
+    assert.deepEqual(parts.map((p) => p.event), run(chunks).events.map((e) => e.type));
+    assert.equal(byText, 4, 'every text token');
+    assert.equal(finished, 1);
+    const last = parts.at(-1);
+    assert.ok(last?.final && last.event === 'message_stop');
+    assert.deepEqual(last.usage, { prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 });
+    assert.deepEqual(parts.filter((p) => p.content).map((p) => p.event)[0], 'content_block_start');
   });
 });

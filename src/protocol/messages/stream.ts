@@ -32,6 +32,9 @@ import {
   type StopReason,
 } from './from-chat.ts';
 
+import { EventPart, type PartUsage } from '../stream-part.ts';
+import { isContentEvent } from './usage.ts';
+
 export { sse } from './sse.ts';
 
 type StartBlock =
@@ -147,17 +150,26 @@ export class ChatToMessagesStream {
       this.ensure('thinking', out);
       out.push({ type: 'content_block_delta', index: this.next - 1, delta: { type: 'thinking_delta', thinking: reasoning } });
     }
-    for (const [text, refusal] of [[d.content, false], [d.refusal, true]] as const) {
-      if (typeof text !== 'string' || text === '') continue;
-      if (refusal) this.refused = true;
-      this.ensure('text', out);
-      out.push({ type: 'content_block_delta', index: this.next - 1, delta: { type: 'text_delta', text } });
-    }
+    if (typeof d.content === 'string') this.content(d.content, false, out);
+    if (typeof d.refusal === 'string') this.content(d.refusal, true, out);
     for (const tc of d.tool_calls ?? []) this.toolDelta(tc, out);
     if (choice.finish_reason) {
       this.finishReason = choice.finish_reason;
       this.stopSequence = matchedStop(choice, this.o.stopSequences);
     }
+    return out;
+  }
+
+  /** The index of the open text block, if a text block is open. */
+  get textBlock(): number | undefined {
+    return !this.ended && this.open?.kind === 'text' ? this.open.index : undefined;
+  }
+
+  /** The events of a chunk whose delta is only this `content` text. */
+  pushText(text: string): MessagesStreamEvent[] {
+    if (this.ended) return [];
+    const out = this.start();
+    this.content(text, false, out);
     return out;
   }
 
@@ -187,6 +199,14 @@ export class ChatToMessagesStream {
     if (this.ended) return [];
     this.ended = true;
     return [errorEvent(err)];
+  }
+
+  /** Content or refusal text: a text_delta in the open text block (opened when needed). */
+  private content(text: string, refusal: boolean, out: MessagesStreamEvent[]): void {
+    if (text === '') return;
+    if (refusal) this.refused = true;
+    this.ensure('text', out);
+    out.push({ type: 'content_block_delta', index: this.next - 1, delta: { type: 'text_delta', text } });
   }
 
   private close(out: MessagesStreamEvent[]): void {
@@ -233,5 +253,49 @@ export class ChatToMessagesStream {
       return;
     }
     if (args !== '') out.push({ type: 'content_block_delta', index: t.block, delta: { type: 'input_json_delta', partial_json: args } });
+  }
+}
+
+/** An event as a wire part: content from the first content block on, final at message_stop. */
+export function messagesEventPart(ev: MessagesStreamEvent): EventPart {
+  return new EventPart(ev.type, JSON.stringify(ev), isContentEvent(ev), ev.type === 'message_stop');
+}
+
+/**
+ * A ChatToMessagesStream as wire parts, for the gateway's translated streams: each event printed
+ * once; an ordinary token's text_delta written from the chunk's escaped content (text()) without
+ * an object. `onFinish` runs after the closing events are made (the route reads the warnings).
+ */
+export class MessagesStreamParts {
+  constructor(
+    private readonly conv: ChatToMessagesStream,
+    private readonly onFinish?: () => void,
+  ) {}
+
+  start(): EventPart[] {
+    return this.conv.start().map(messagesEventPart);
+  }
+
+  push(chunk: ChatCompletionChunk): EventPart[] {
+    return this.conv.push(chunk).map(messagesEventPart);
+  }
+
+  /** A token's content, still JSON-escaped (protocol/chat/content-text.ts): its events appended to `out`. */
+  text(escaped: string, out: EventPart[]): void {
+    const block = this.conv.textBlock;
+    if (block === undefined || escaped === '') {
+      for (const ev of this.conv.pushText(JSON.parse(`"${escaped}"`) as string)) out.push(messagesEventPart(ev));
+      return;
+    }
+    out.push(new EventPart('content_block_delta', `{"type":"content_block_delta","index":${block},"delta":{"type":"text_delta","text":"${escaped}"}}`, true, false));
+  }
+
+  /** The closing events; `usage` (the gateway's reading of the stream) on the last. */
+  finish(usage?: PartUsage): EventPart[] {
+    const parts = this.conv.finish().map(messagesEventPart);
+    const last = parts.at(-1);
+    if (last) last.usage = usage;
+    this.onFinish?.();
+    return parts;
   }
 }

@@ -25,8 +25,9 @@
  *    - SSE: `const s = new ResponsesStream(ctx)`; `s.start()` (created, in_progress: may be held
  *      until `s.committed`); `s.push(chunk)` per ChatCompletionChunk; `s.finish()` at the end
  *      (completed / incomplete with usage); `s.fail({message, code?})` on a failure (response.failed
- *      before the commit point, an `error` event after it). Each returns events; `sse(event)`
- *      frames one (`event: <type>\ndata: <json>\n\n`; Responses streams have no `[DONE]`).
+ *      before the commit point, an `error` event after it). Each returns the events as wire parts
+ *      (EventPart, printed once; `sseText(part)` frames one; Responses streams have no `[DONE]`);
+ *      `s.text(escaped)` turns a plain token's escaped content into its delta event directly.
  *      `s.snapshot()` is the response so far (e.g. to store after finish()).
  *
  * 4. Store (`store` ≠ false): keep the final Response and the request's input items; for the next
@@ -61,7 +62,7 @@ export {
   toResponsesUsage,
   type ResponseContext,
 } from './from-chat.ts';
-export { ResponsesStream, sse, type StreamFailure } from './stream.ts';
+export { ResponsesStream, type StreamFailure } from './stream.ts';
 export {
   usageFromResponse,
   usageFromEvent,

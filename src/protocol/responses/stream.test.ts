@@ -5,7 +5,9 @@ import { accumulateResponse } from 'openai/lib/responses/ResponseAccumulator';
 import type { ChatCompletionChunk } from '../chat/schema.ts';
 import type { ResponseContext } from './from-chat.ts';
 import { parseResponsesRequest } from './schema.ts';
-import { ResponsesStream, sse } from './stream.ts';
+import { ResponsesStream } from './stream.ts';
+import { ChunkPart, PlainHead, sseText, type EventPart } from '../stream-part.ts';
+import { ContentHead, plainContent } from '../chat/content-text.ts';
 import { toChat } from './to-chat.ts';
 import type { Response, ResponseStreamEvent } from './types.ts';
 
@@ -21,12 +23,20 @@ function chunk(delta: Delta, finish: string | null = null): ChatCompletionChunk 
 const usageChunk = (p: number, c: number): ChatCompletionChunk =>
   ({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'b', choices: [], usage: { prompt_tokens: p, completion_tokens: c, total_tokens: p + c } }) as ChatCompletionChunk;
 
-function run(chunks: ChatCompletionChunk[], c = ctx()): { events: ResponseStreamEvent[]; s: ResponsesStream } {
+/** The events as the client reads them (the parts' JSON). */
+const read = (parts: EventPart[]): ResponseStreamEvent[] =>
+  parts.map((p) => {
+    const ev = JSON.parse(p.data) as ResponseStreamEvent;
+    assert.equal(p.event, ev.type, 'the part is named as its event');
+    return ev;
+  });
+
+function run(chunks: ChatCompletionChunk[], c = ctx()): { events: ResponseStreamEvent[]; parts: EventPart[]; s: ResponsesStream } {
   const s = new ResponsesStream(c);
-  const events = [...s.start()];
-  for (const ch of chunks) events.push(...s.push(ch));
-  events.push(...s.finish());
-  return { events, s };
+  const parts = [...s.start()];
+  for (const ch of chunks) parts.push(...s.push(ch));
+  parts.push(...s.finish());
+  return { events: read(parts), parts, s };
 }
 
 /** Checks sequence numbers and that the SDK's own accumulator rebuilds the final response from the events. */
@@ -155,7 +165,7 @@ describe('ResponsesStream', () => {
 
   it('fail before the commit point → response.failed; after it → an error event; nothing after either', () => {
     const before = new ResponsesStream(ctx());
-    const ev = [...before.start(), ...before.fail({ message: 'upstream down', code: 'server_error' })];
+    const ev = read([...before.start(), ...before.fail({ message: 'upstream down', code: 'server_error' })]);
     assert.deepEqual(types(ev), ['created', 'in_progress', 'failed']);
     const failed = ev[2];
     assert.ok(failed?.type === 'response.failed');
@@ -164,15 +174,15 @@ describe('ResponsesStream', () => {
     assert.deepEqual(before.finish(), []);
 
     const after = new ResponsesStream(ctx());
-    const ev2 = [...after.start(), ...after.push(chunk({ content: 'par' })), ...after.fail({ message: 'cut' })];
+    const ev2 = read([...after.start(), ...after.push(chunk({ content: 'par' })), ...after.fail({ message: 'cut' })]);
     const err = ev2[ev2.length - 1];
     assert.deepEqual(err, { type: 'error', sequence_number: ev2.length - 1, code: 'server_error', message: 'cut', param: null });
     assert.deepEqual(after.push(chunk({ content: 'more' })), []);
   });
 
-  it('sse(): event and data lines that an SSE parser reads back', () => {
-    const { events } = run([chunk({ content: 'a\nb' }), chunk({}, 'stop')]);
-    const text = events.map(sse).join('');
+  it('sseText(): event and data lines that an SSE parser reads back', () => {
+    const { events, parts } = run([chunk({ content: 'a\nb' }), chunk({}, 'stop')]);
+    const text = parts.map(sseText).join('');
     assert.ok(text.startsWith('event: response.created\ndata: {"type":"response.created","sequence_number":0,'));
     assert.equal(text.includes('[DONE]'), false);
     const seen: Array<{ event: string | undefined; data: unknown }> = [];
@@ -180,5 +190,62 @@ describe('ResponsesStream', () => {
     parser.feed(text);
     assert.deepEqual(seen.map((s) => s.data), JSON.parse(JSON.stringify(events)));
     assert.deepEqual(seen.map((s) => s.event), events.map((e) => e.type));
+  });
+});
+
+describe('ResponsesStream.text: a plain token written from its escaped text', () => {
+  /** The parts of a stream, each chunk given as the gateway gives it (gateway/ingress.ts). */
+  function byText(texts: string[], c = ctx()): { parts: EventPart[]; byText: number } {
+    const s = new ResponsesStream(c);
+    const head = new ContentHead();
+    const plainHead = new PlainHead();
+    const parts = [...s.start()];
+    let n = 0;
+    for (const t of texts) {
+      const part = ChunkPart.plain<ChatCompletionChunk>(t, plainHead);
+      if (part && !part.finishes && part.deltaCarries() === false) continue;
+      const escaped = part && !part.finishes ? plainContent(t, head) : undefined;
+      if (escaped === undefined) parts.push(...s.push(JSON.parse(t) as ChatCompletionChunk));
+      else {
+        s.text(escaped, parts);
+        n++;
+      }
+    }
+    parts.push(...s.finish());
+    return { parts, byText: n };
+  }
+  const sameIds = (parts: EventPart[]): string[] => parts.map((p) => p.data.replace(/"(msg|rs|fc)_[0-9a-f]{48}"/g, '"$1_id"').replace(/"(completed_at)":\d+/g, '"$1":0'));
+
+  it('the same events, byte for byte, as the parsed chunks give; the text decoded once at the end', () => {
+    const tokens = ['Hel', 'lo "you"', ' caf\u00e9\n', '\u{1F600}', ' \\ end'];
+    const chunks = [chunk({ role: 'assistant', content: '' }), ...tokens.map((t) => chunk({ content: t })), chunk({}, 'stop'), usageChunk(5, 5)];
+    const fast = byText(chunks.map((ch) => JSON.stringify(ch)));
+    const { parts: slow } = run(chunks);
+    assert.deepEqual(sameIds(fast.parts), sameIds(slow));
+    assert.equal(fast.byText, tokens.length, 'every token went by text()');
+    const res = checkWithSdk(read(fast.parts));
+    const msg = res.output[0];
+    assert.ok(msg?.type === 'message');
+    assert.deepEqual(msg.content, [{ type: 'output_text', annotations: [], logprobs: [], text: tokens.join('') }]);
+    const deltas = fast.parts.filter((p) => p.event === 'response.output_text.delta');
+    assert.equal(deltas.length, tokens.length);
+    assert.ok(deltas.every((p) => p.content && !p.final));
+  });
+
+  it('a token after reasoning, after a refusal, after a tool call opens its part as push() would', () => {
+    const chunks = [
+      chunk({ role: 'assistant', reasoning_content: 'think' }),
+      chunk({ content: 'a' }),
+      chunk({ refusal: 'no' }),
+      chunk({ content: 'b' }),
+      chunk({ tool_calls: [{ index: 0, id: 'call_a', type: 'function', function: { name: 'f', arguments: '{}' } }] }),
+      chunk({ content: 'c' }),
+      chunk({}, 'stop'),
+    ];
+    const fast = byText(chunks.map((ch) => JSON.stringify(ch)));
+    assert.equal(fast.byText, 3);
+    assert.deepEqual(sameIds(fast.parts), sameIds(run(chunks).parts));
+    const res = checkWithSdk(read(fast.parts));
+    assert.deepEqual(res.output.map((o) => o.type), ['reasoning', 'message', 'function_call', 'message']);
   });
 });

@@ -16,6 +16,11 @@
  * Every event has `type` and a `sequence_number` rising from 0. Chat `reasoning_content` (or
  * `reasoning`) becomes a reasoning item with one summary part, as fromChat does.
  *
+ * The events come out as wire parts (EventPart: name, JSON text, commit-point and final flags),
+ * printed once when made: the gateway writes them as they are, and the objects they were printed
+ * from are the stream's own to keep (no copies). An ordinary token's delta is written from the
+ * chunk's escaped text (text()), without an object at all.
+ *
  * Commit point: `committed` turns true with the first output item (push() returns its events).
  * The caller may hold start()'s events back until then, so a failure before it can still fail over.
  * fail(): before the commit point `response.failed` (status "failed", `error` set); after it an
@@ -24,12 +29,10 @@
 import type { ChatCompletionChunk } from '../chat/schema.ts';
 import { newId, responseShell, settle, statusOf, toResponsesUsage, type ResponseContext } from './from-chat.ts';
 import { responsesName } from './names.ts';
-import type { Response, ResponseOutputItem, ResponseStreamEvent } from './types.ts';
+import type { Response, ResponseOutputItem } from './types.ts';
+import { EventPart, type PartUsage } from '../stream-part.ts';
+import { isContentEventType, TERMINAL_EVENTS } from './usage.ts';
 
-/** One SSE frame as OpenAI writes it: `event:` line, `data:` line, blank line. No `[DONE]`. */
-export function sse(event: { type: string }): string {
-  return `event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`;
-}
 
 export interface StreamFailure {
   message: string;
@@ -38,7 +41,7 @@ export interface StreamFailure {
   param?: string | null;
 }
 
-type Event = ResponseStreamEvent;
+type Event = EventPart;
 type Json = Record<string, unknown>;
 
 interface ToolDelta {
@@ -56,9 +59,22 @@ type Delta = {
   tool_calls?: ToolDelta[] | null;
 };
 
+/** A message's content part; its text kept JSON-escaped, as the plain tokens bring it (see text()). */
+interface TextPart {
+  type: 'output_text' | 'refusal';
+  escaped: string;
+  /** an output_text part: its delta events' text between the sequence number and the delta */
+  deltaMid: string;
+}
+
+const DELTA_HEAD = '{"type":"response.output_text.delta","sequence_number":';
+const DELTA_TAIL = '","logprobs":[]}';
+const escape = (s: string): string => JSON.stringify(s).slice(1, -1);
+const unescape = (s: string): string => JSON.parse(`"${s}"`) as string;
+
 type Open =
   | { kind: 'reasoning'; index: number; id: string; text: string }
-  | { kind: 'message'; index: number; id: string; parts: Array<{ type: 'output_text' | 'refusal'; text: string }>; open: boolean }
+  | { kind: 'message'; index: number; id: string; parts: TextPart[]; open: boolean }
   | { kind: 'call'; index: number; id: string; chatIndex: number; custom: boolean; callId: string; name: string; args: string };
 
 export class ResponsesStream {
@@ -76,18 +92,17 @@ export class ResponsesStream {
 
   constructor(private readonly ctx: ResponseContext) {}
 
-  /** The response as it stands (status in_progress until finish()). */
+  /** The response as it stands (status in_progress until finish()): a copy. */
   snapshot(): Response {
-    const r = responseShell(this.ctx);
-    r.output = structuredClone(this.output);
-    return r;
+    return structuredClone(this.response());
   }
 
+  /** response.created and response.in_progress (once): the same response, printed once. */
   start(): Event[] {
     if (this.started) return [];
     this.started = true;
-    const shell = this.snapshot();
-    return [this.ev({ type: 'response.created', response: shell }), this.ev({ type: 'response.in_progress', response: structuredClone(shell) })];
+    const response = `,"response":${JSON.stringify(this.response())}}`;
+    return [this.printed('response.created', response, false, false), this.printed('response.in_progress', response, false, false)];
   }
 
   push(chunk: ChatCompletionChunk): Event[] {
@@ -108,16 +123,40 @@ export class ResponsesStream {
     return out;
   }
 
-  /** Closes the open item and ends with response.completed or response.incomplete. */
-  finish(): Event[] {
+  /**
+   * A token's content, still JSON-escaped (a plain chunk's, protocol/chat/content-text.ts): its
+   * events appended to `out`, as push() gives them for the chunk. While an output_text part is
+   * open that is one output_text.delta written from the fragment, without printing an object.
+   */
+  text(escaped: string, out: Event[]): void {
+    if (this.ended) return;
+    const cur = this.current;
+    const part = cur?.kind === 'message' && cur.open ? cur.parts[cur.parts.length - 1] : undefined;
+    if (part?.type !== 'output_text' || escaped === '') {
+      if (!this.started) out.push(...this.start());
+      this.textDelta('output_text', unescape(escaped), out);
+      if (this.output.length > 0) this.committed = true;
+      return;
+    }
+    part.escaped += escaped;
+    out.push(new EventPart('response.output_text.delta', DELTA_HEAD + this.seq++ + part.deltaMid + escaped + DELTA_TAIL, true, false));
+  }
+
+  /**
+   * Closes the open item and ends with response.completed or response.incomplete. `usage`: the
+   * stream's usage as the gateway reads it, set on that last part.
+   */
+  finish(usage?: PartUsage): Event[] {
     if (this.ended) return [];
     const out: Event[] = this.started ? [] : this.start();
     if (this.output.length === 0 && !this.current) this.textDelta('output_text', '', out); // an empty answer is one empty message
     const itemStatus = statusOf(this.finishReason).status === 'completed' ? 'completed' : 'incomplete';
     this.close(out, itemStatus);
     this.ended = true;
-    const res = settle(this.snapshot(), this.finishReason, toResponsesUsage(this.usage));
-    out.push(this.ev({ type: res.status === 'completed' ? 'response.completed' : 'response.incomplete', response: res }));
+    const res = settle(this.response(), this.finishReason, toResponsesUsage(this.usage));
+    const last = this.ev({ type: res.status === 'completed' ? 'response.completed' : 'response.incomplete', response: res });
+    last.usage = usage;
+    out.push(last);
     return out;
   }
 
@@ -129,7 +168,7 @@ export class ResponsesStream {
       return [this.ev({ type: 'error', code: err.code ?? 'server_error', message: err.message, param: err.param ?? null })];
     }
     const out: Event[] = this.started ? [] : this.start();
-    const res = this.snapshot();
+    const res = this.response();
     res.status = 'failed';
     res.error = { code: (err.code ?? 'server_error') as NonNullable<Response['error']>['code'], message: err.message };
     out.push(this.ev({ type: 'response.failed', response: res }));
@@ -138,15 +177,32 @@ export class ResponsesStream {
 
   // ---------------------------------------------------------------------------
 
-  private ev(e: Json): Event {
-    const { type, ...rest } = e;
-    return { type, sequence_number: this.seq++, ...rest } as unknown as Event;
+  /** The response now: the stream's own output array (print or copy it before it changes). */
+  private response(): Response {
+    const r = responseShell(this.ctx);
+    r.output = this.output;
+    return r;
   }
 
+  /** An event as a part: `type` and `sequence_number` first, then the rest as given; printed now. */
+  private ev(e: Json & { type: string }): Event {
+    const { type, ...rest } = e;
+    const body = JSON.stringify(rest);
+    const item = e.item as { type?: unknown } | undefined;
+    const content = isContentEventType(type, typeof item?.type === 'string' ? item.type : undefined);
+    return this.printed(type, body === '{}' ? '}' : `,${body.slice(1)}`, content, TERMINAL_EVENTS.has(type));
+  }
+
+  /** A part from its members after `sequence_number` (`rest`: `,"k":v…}` or `}`), already printed. */
+  private printed(type: string, rest: string, content: boolean, final: boolean): Event {
+    return new EventPart(type, `{"type":${JSON.stringify(type)},"sequence_number":${this.seq++}${rest}`, content, final);
+  }
+
+  /** Adds an item (the stream's from now on: printed in the event before it may change). */
   private add(item: Json, out: Event[]): number {
     const index = this.output.length;
-    this.output.push(structuredClone(item) as unknown as ResponseOutputItem);
     out.push(this.ev({ type: 'response.output_item.added', output_index: index, item }));
+    this.output.push(item as unknown as ResponseOutputItem);
     return index;
   }
 
@@ -174,14 +230,15 @@ export class ResponsesStream {
     let part = cur.parts[cur.parts.length - 1];
     if (!part || !cur.open || part.type !== type) {
       this.closePart(cur, out);
-      part = { type, text: '' };
+      const base = { item_id: cur.id, output_index: cur.index, content_index: cur.parts.length };
+      part = { type, escaped: '', deltaMid: `,${JSON.stringify(base).slice(1, -1)},"delta":"` };
       cur.parts.push(part);
       cur.open = true;
       const empty = type === 'output_text' ? { type, annotations: [], logprobs: [], text: '' } : { type, refusal: '' };
       out.push(this.ev({ type: 'response.content_part.added', item_id: cur.id, output_index: cur.index, content_index: cur.parts.length - 1, part: empty }));
     }
-    part.text += delta;
     if (delta === '') return;
+    part.escaped += escape(delta);
     const base = { item_id: cur.id, output_index: cur.index, content_index: cur.parts.length - 1, delta };
     out.push(this.ev(type === 'output_text' ? { type: 'response.output_text.delta', ...base, logprobs: [] } : { type: 'response.refusal.delta', ...base }));
   }
@@ -228,12 +285,13 @@ export class ResponsesStream {
     const part = cur.parts[i];
     if (!part) return;
     const base = { item_id: cur.id, output_index: cur.index, content_index: i };
+    const text = unescape(part.escaped);
     if (part.type === 'output_text') {
-      out.push(this.ev({ type: 'response.output_text.done', ...base, text: part.text, logprobs: [] }));
-      out.push(this.ev({ type: 'response.content_part.done', ...base, part: { type: 'output_text', annotations: [], logprobs: [], text: part.text } }));
+      out.push(this.ev({ type: 'response.output_text.done', ...base, text, logprobs: [] }));
+      out.push(this.ev({ type: 'response.content_part.done', ...base, part: { type: 'output_text', annotations: [], logprobs: [], text } }));
     } else {
-      out.push(this.ev({ type: 'response.refusal.done', ...base, refusal: part.text }));
-      out.push(this.ev({ type: 'response.content_part.done', ...base, part: { type: 'refusal', refusal: part.text } }));
+      out.push(this.ev({ type: 'response.refusal.done', ...base, refusal: text }));
+      out.push(this.ev({ type: 'response.content_part.done', ...base, part: { type: 'refusal', refusal: text } }));
     }
   }
 
@@ -250,7 +308,7 @@ export class ResponsesStream {
       item = { id: cur.id, type: 'reasoning', summary: [{ type: 'summary_text', text: cur.text }] };
     } else if (cur.kind === 'message') {
       this.closePart(cur, out);
-      const content = cur.parts.map((p) => (p.type === 'output_text' ? { type: p.type, annotations: [], logprobs: [], text: p.text } : { type: p.type, refusal: p.text }));
+      const content = cur.parts.map((p) => (p.type === 'output_text' ? { type: p.type, annotations: [], logprobs: [], text: unescape(p.escaped) } : { type: p.type, refusal: unescape(p.escaped) }));
       item = { id: cur.id, type: 'message', status, content, role: 'assistant' };
     } else {
       const name = responsesName(this.ctx.names, cur.name);
@@ -262,7 +320,7 @@ export class ResponsesStream {
         item = { id: cur.id, type: 'function_call', status, arguments: cur.args, call_id: cur.callId, ...name };
       }
     }
-    this.output[cur.index] = structuredClone(item) as unknown as ResponseOutputItem;
     out.push(this.ev({ type: 'response.output_item.done', output_index: cur.index, item }));
+    this.output[cur.index] = item as unknown as ResponseOutputItem;
   }
 }

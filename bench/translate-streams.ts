@@ -1,0 +1,52 @@
+/**
+ * The translated streams in process: the bench's chat stream (a role chunk, 20 tokens, the
+ * finish, usage) through the gateway's translation into Responses and Messages events and their
+ * SSE text, in µs per response, next to writing the same chat chunks as they came (the chat
+ * route's work for them). No network, no router: the translation's own cost.
+ *
+ *   node --import tsx bench/translate-streams.ts [--n 20000]
+ */
+import { sseScript } from './payloads.ts';
+import { ChunkPart, PlainHead, sseText } from '../src/protocol/stream-part.ts';
+import { newResponseId, parseResponsesRequest, ResponsesStream } from '../src/protocol/responses/index.ts';
+import { ChatToMessagesStream, MessagesStreamParts } from '../src/protocol/messages/index.ts';
+import { translatedEvents, type EventTranslator } from '../src/gateway/ingress.ts';
+import type { ChatCompletionChunk } from '../src/protocol/chat/schema.ts';
+
+const arg = process.argv.indexOf('--n');
+const N = arg > 0 ? Number(process.argv[arg + 1]) : 20_000;
+
+const script = sseScript('m');
+// each event's JSON text, as the upstream reader hands it on
+const texts = [...script.chunks, script.usage].map((b) => b.toString().slice('data: '.length, -2));
+const request = parseResponsesRequest({ model: 'm', instructions: 'You are a helpful assistant.', input: 'Say hello.', max_output_tokens: 32, temperature: 0, store: false, stream: true });
+
+async function* chunks(): AsyncGenerator<ChunkPart<ChatCompletionChunk>> {
+  const head = new PlainHead();
+  for (const t of texts) yield ChunkPart.plain<ChatCompletionChunk>(t, head) ?? ChunkPart.parsed(JSON.parse(t) as ChatCompletionChunk, t);
+}
+
+const translators: Record<string, () => EventTranslator> = {
+  responses: () => new ResponsesStream({ id: newResponseId(), createdAt: 1, model: 'm', request }),
+  messages: () => new MessagesStreamParts(new ChatToMessagesStream({ model: 'm' })),
+};
+
+async function once(kind: string): Promise<number> {
+  let bytes = 0;
+  const make = translators[kind];
+  if (!make) {
+    for await (const p of chunks()) bytes += sseText(p).length;
+    return bytes;
+  }
+  for await (const p of translatedEvents(chunks(), make())) bytes += sseText(p).length;
+  return bytes;
+}
+
+for (const kind of ['chat (as it came)', 'responses', 'messages']) {
+  let bytes = 0;
+  for (let i = 0; i < N / 5; i++) bytes = await once(kind);
+  const t0 = process.hrtime.bigint();
+  for (let i = 0; i < N; i++) await once(kind);
+  const us = Number(process.hrtime.bigint() - t0) / 1000 / N;
+  console.log(`${kind.padEnd(18)} ${us.toFixed(1).padStart(6)} µs/response  ${bytes} bytes of SSE`);
+}
