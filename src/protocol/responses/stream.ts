@@ -29,7 +29,7 @@
 import type { ChatCompletionChunk } from '../chat/schema.ts';
 import { newId, responseShell, settle, statusOf, toResponsesUsage, type ResponseContext } from './from-chat.ts';
 import { responsesName } from './names.ts';
-import type { Response, ResponseOutputItem } from './types.ts';
+import type { Response, ResponseOutputItem, ResponseStreamEvent } from './types.ts';
 import { EventPart, type PartUsage } from '../stream-part.ts';
 import { isContentEventType, TERMINAL_EVENTS } from './usage.ts';
 
@@ -42,6 +42,8 @@ export interface StreamFailure {
 }
 
 type Event = EventPart;
+/** The event types this stream writes (plain ASCII: printed without escaping). */
+type EventType = ResponseStreamEvent['type'];
 type Json = Record<string, unknown>;
 
 interface ToolDelta {
@@ -70,6 +72,24 @@ interface TextPart {
 const DELTA_HEAD = '{"type":"response.output_text.delta","sequence_number":';
 const DELTA_TAIL = '","logprobs":[]}';
 const escape = (s: string): string => JSON.stringify(s).slice(1, -1);
+
+/** A content part's JSON, from its escaped text. */
+function partJson(p: TextPart): string {
+  return p.type === 'output_text' ? `{"type":"output_text","annotations":[],"logprobs":[],"text":"${p.escaped}"}` : `{"type":"refusal","refusal":"${p.escaped}"}`;
+}
+
+/** A response's JSON with its output given printed, in the object's own key order. */
+function printResponse(r: Response, output: string): string {
+  const before: Json = {};
+  const after: Json = {};
+  let past = false;
+  for (const [k, v] of Object.entries(r)) {
+    if (k === 'output') past = true;
+    else (past ? after : before)[k] = v;
+  }
+  const rest = JSON.stringify(after);
+  return `${JSON.stringify(before).slice(0, -1)},"output":${output}${rest === '{}' ? '}' : `,${rest.slice(1)}`}`;
+}
 const unescape = (s: string): string => JSON.parse(`"${s}"`) as string;
 
 type Open =
@@ -80,6 +100,8 @@ type Open =
 export class ResponsesStream {
   private seq = 0;
   private readonly output: ResponseOutputItem[] = [];
+  /** each closed item's JSON as its output_item.done printed it (undefined: print the item) */
+  private readonly printedItems: Array<string | undefined> = [];
   private current: Open | undefined;
   /** chat tool-call index → its item, for deltas of calls already closed */
   private readonly calls = new Map<number, Extract<Open, { kind: 'call' }>>();
@@ -154,7 +176,9 @@ export class ResponsesStream {
     this.close(out, itemStatus);
     this.ended = true;
     const res = settle(this.response(), this.finishReason, toResponsesUsage(this.usage));
-    const last = this.ev({ type: res.status === 'completed' ? 'response.completed' : 'response.incomplete', response: res });
+    const items = this.output.map((item, i) => this.printedItems[i] ?? JSON.stringify(item));
+    const type = res.status === 'completed' ? 'response.completed' : 'response.incomplete';
+    const last = this.printed(type, `,"response":${printResponse(res, `[${items.join(',')}]`)}}`, false, true);
     last.usage = usage;
     out.push(last);
     return out;
@@ -165,13 +189,13 @@ export class ResponsesStream {
     if (this.ended) return [];
     this.ended = true;
     if (this.committed) {
-      return [this.ev({ type: 'error', code: err.code ?? 'server_error', message: err.message, param: err.param ?? null })];
+      return [this.ev('error', { code: err.code ?? 'server_error', message: err.message, param: err.param ?? null })];
     }
     const out: Event[] = this.started ? [] : this.start();
     const res = this.response();
     res.status = 'failed';
     res.error = { code: (err.code ?? 'server_error') as NonNullable<Response['error']>['code'], message: err.message };
-    out.push(this.ev({ type: 'response.failed', response: res }));
+    out.push(this.ev('response.failed', { response: res }));
     return out;
   }
 
@@ -184,24 +208,22 @@ export class ResponsesStream {
     return r;
   }
 
-  /** An event as a part: `type` and `sequence_number` first, then the rest as given; printed now. */
-  private ev(e: Json & { type: string }): Event {
-    const { type, ...rest } = e;
-    const body = JSON.stringify(rest);
-    const item = e.item as { type?: unknown } | undefined;
+  /** An event as a part: `type` and `sequence_number` first, then `fields` (not empty); printed now. */
+  private ev(type: EventType, fields: Json): Event {
+    const item = fields.item as { type?: unknown } | undefined;
     const content = isContentEventType(type, typeof item?.type === 'string' ? item.type : undefined);
-    return this.printed(type, body === '{}' ? '}' : `,${body.slice(1)}`, content, TERMINAL_EVENTS.has(type));
+    return this.printed(type, `,${JSON.stringify(fields).slice(1)}`, content, TERMINAL_EVENTS.has(type));
   }
 
-  /** A part from its members after `sequence_number` (`rest`: `,"k":v…}` or `}`), already printed. */
-  private printed(type: string, rest: string, content: boolean, final: boolean): Event {
-    return new EventPart(type, `{"type":${JSON.stringify(type)},"sequence_number":${this.seq++}${rest}`, content, final);
+  /** A part from its members after `sequence_number` (`rest`: `,"k":v…}`), already printed. */
+  private printed(type: EventType, rest: string, content = false, final = false): Event {
+    return new EventPart(type, `{"type":"${type}","sequence_number":${this.seq++}${rest}`, content, final);
   }
 
   /** Adds an item (the stream's from now on: printed in the event before it may change). */
   private add(item: Json, out: Event[]): number {
     const index = this.output.length;
-    out.push(this.ev({ type: 'response.output_item.added', output_index: index, item }));
+    out.push(this.ev('response.output_item.added', { output_index: index, item }));
     this.output.push(item as unknown as ResponseOutputItem);
     return index;
   }
@@ -212,11 +234,11 @@ export class ResponsesStream {
       this.close(out);
       const id = newId('rs');
       const index = this.add({ id, type: 'reasoning', summary: [] }, out);
-      out.push(this.ev({ type: 'response.reasoning_summary_part.added', item_id: id, output_index: index, summary_index: 0, part: { type: 'summary_text', text: '' } }));
+      out.push(this.ev('response.reasoning_summary_part.added', { item_id: id, output_index: index, summary_index: 0, part: { type: 'summary_text', text: '' } }));
       cur = this.current = { kind: 'reasoning', index, id, text: '' };
     }
     cur.text += delta;
-    out.push(this.ev({ type: 'response.reasoning_summary_text.delta', item_id: cur.id, output_index: cur.index, summary_index: 0, delta }));
+    out.push(this.ev('response.reasoning_summary_text.delta', { item_id: cur.id, output_index: cur.index, summary_index: 0, delta }));
   }
 
   private textDelta(type: 'output_text' | 'refusal', delta: string, out: Event[]): void {
@@ -235,12 +257,12 @@ export class ResponsesStream {
       cur.parts.push(part);
       cur.open = true;
       const empty = type === 'output_text' ? { type, annotations: [], logprobs: [], text: '' } : { type, refusal: '' };
-      out.push(this.ev({ type: 'response.content_part.added', item_id: cur.id, output_index: cur.index, content_index: cur.parts.length - 1, part: empty }));
+      out.push(this.ev('response.content_part.added', { item_id: cur.id, output_index: cur.index, content_index: cur.parts.length - 1, part: empty }));
     }
     if (delta === '') return;
     part.escaped += escape(delta);
     const base = { item_id: cur.id, output_index: cur.index, content_index: cur.parts.length - 1, delta };
-    out.push(this.ev(type === 'output_text' ? { type: 'response.output_text.delta', ...base, logprobs: [] } : { type: 'response.refusal.delta', ...base }));
+    out.push(type === 'output_text' ? this.ev('response.output_text.delta', { ...base, logprobs: [] }) : this.ev('response.refusal.delta', base));
   }
 
   private toolDelta(tc: ToolDelta, out: Event[]): void {
@@ -251,7 +273,7 @@ export class ResponsesStream {
       known.args += fragment;
       if (fragment !== '' && this.current === known) {
         const type = known.custom ? 'response.custom_tool_call_input.delta' : 'response.function_call_arguments.delta';
-        out.push(this.ev({ type, item_id: known.id, output_index: known.index, delta: fragment }));
+        out.push(this.ev(type, { item_id: known.id, output_index: known.index, delta: fragment }));
       } else if (fragment !== '') {
         this.patchCall(known);
       }
@@ -276,6 +298,7 @@ export class ResponsesStream {
   private patchCall(call: Extract<Open, { kind: 'call' }>): void {
     const item = this.output[call.index] as unknown as Json;
     item[call.custom ? 'input' : 'arguments'] = call.args;
+    this.printedItems[call.index] = undefined;
   }
 
   private closePart(cur: Extract<Open, { kind: 'message' }>, out: Event[]): void {
@@ -284,15 +307,14 @@ export class ResponsesStream {
     const i = cur.parts.length - 1;
     const part = cur.parts[i];
     if (!part) return;
-    const base = { item_id: cur.id, output_index: cur.index, content_index: i };
-    const text = unescape(part.escaped);
+    // printed from the escaped text: the text is never printed again
+    const base = `,"item_id":"${cur.id}","output_index":${cur.index},"content_index":${i}`;
     if (part.type === 'output_text') {
-      out.push(this.ev({ type: 'response.output_text.done', ...base, text, logprobs: [] }));
-      out.push(this.ev({ type: 'response.content_part.done', ...base, part: { type: 'output_text', annotations: [], logprobs: [], text } }));
+      out.push(this.printed('response.output_text.done', `${base},"text":"${part.escaped}","logprobs":[]}`));
     } else {
-      out.push(this.ev({ type: 'response.refusal.done', ...base, refusal: text }));
-      out.push(this.ev({ type: 'response.content_part.done', ...base, part: { type: 'refusal', refusal: text } }));
+      out.push(this.printed('response.refusal.done', `${base},"refusal":"${part.escaped}"}`));
     }
+    out.push(this.printed('response.content_part.done', `${base},"part":${partJson(part)}}`));
   }
 
   /** Emits the done events of the open item and records its final form. */
@@ -301,26 +323,30 @@ export class ResponsesStream {
     if (!cur) return;
     this.current = undefined;
     let item: Json;
+    let printed: string | undefined;
     if (cur.kind === 'reasoning') {
       const base = { item_id: cur.id, output_index: cur.index, summary_index: 0 };
-      out.push(this.ev({ type: 'response.reasoning_summary_text.done', ...base, text: cur.text }));
-      out.push(this.ev({ type: 'response.reasoning_summary_part.done', ...base, part: { type: 'summary_text', text: cur.text } }));
+      out.push(this.ev('response.reasoning_summary_text.done', { ...base, text: cur.text }));
+      out.push(this.ev('response.reasoning_summary_part.done', { ...base, part: { type: 'summary_text', text: cur.text } }));
       item = { id: cur.id, type: 'reasoning', summary: [{ type: 'summary_text', text: cur.text }] };
     } else if (cur.kind === 'message') {
       this.closePart(cur, out);
       const content = cur.parts.map((p) => (p.type === 'output_text' ? { type: p.type, annotations: [], logprobs: [], text: unescape(p.escaped) } : { type: p.type, refusal: unescape(p.escaped) }));
       item = { id: cur.id, type: 'message', status, content, role: 'assistant' };
+      printed = `{"id":"${cur.id}","type":"message","status":"${status}","content":[${cur.parts.map(partJson).join(',')}],"role":"assistant"}`;
     } else {
       const name = responsesName(this.ctx.names, cur.name);
       if (cur.custom) {
-        out.push(this.ev({ type: 'response.custom_tool_call_input.done', item_id: cur.id, output_index: cur.index, input: cur.args }));
+        out.push(this.ev('response.custom_tool_call_input.done', { item_id: cur.id, output_index: cur.index, input: cur.args }));
         item = { id: cur.id, type: 'custom_tool_call', status, call_id: cur.callId, input: cur.args, ...name };
       } else {
-        out.push(this.ev({ type: 'response.function_call_arguments.done', item_id: cur.id, output_index: cur.index, arguments: cur.args, name: name.name }));
+        out.push(this.ev('response.function_call_arguments.done', { item_id: cur.id, output_index: cur.index, arguments: cur.args, name: name.name }));
         item = { id: cur.id, type: 'function_call', status, arguments: cur.args, call_id: cur.callId, ...name };
       }
     }
-    out.push(this.ev({ type: 'response.output_item.done', output_index: cur.index, item }));
+    printed ??= JSON.stringify(item);
+    out.push(this.printed('response.output_item.done', `,"output_index":${cur.index},"item":${printed}}`));
     this.output[cur.index] = item as unknown as ResponseOutputItem;
+    this.printedItems[cur.index] = printed;
   }
 }
