@@ -7,7 +7,8 @@
  *   node --import tsx bench/translate-streams.ts [--n 20000]
  */
 import { sseScript } from './payloads.ts';
-import { ChunkPart, PlainHead, sseText } from '../src/protocol/stream-part.ts';
+import { ChunkPart, PlainHead, sseText, type StreamPart } from '../src/protocol/stream-part.ts';
+import { DONE, pollable, type Pollable } from '../src/lib/pollable.ts';
 import { newResponseId, parseResponsesRequest, ResponsesStream } from '../src/protocol/responses/index.ts';
 import { ChatToMessagesStream, MessagesStreamParts } from '../src/protocol/messages/index.ts';
 import { translatedEvents, type EventTranslator } from '../src/gateway/ingress.ts';
@@ -21,9 +22,32 @@ const script = sseScript('m');
 const texts = [...script.chunks, script.usage].map((b) => b.toString().slice('data: '.length, -2));
 const request = parseResponsesRequest({ model: 'm', instructions: 'You are a helpful assistant.', input: 'Say hello.', max_output_tokens: 32, temperature: 0, store: false, stream: true });
 
-async function* chunks(): AsyncGenerator<ChunkPart<ChatCompletionChunk>> {
-  const head = new PlainHead();
-  for (const t of texts) yield ChunkPart.plain<ChatCompletionChunk>(t, head) ?? ChunkPart.parsed(JSON.parse(t) as ChatCompletionChunk, t);
+/** The upstream reader's parts of one stream read whole: every part ready now (poll()), as in the gateway. */
+class Chunks implements AsyncIterableIterator<ChunkPart<ChatCompletionChunk>>, Pollable<ChunkPart<ChatCompletionChunk>> {
+  private i = 0;
+  private readonly head = new PlainHead();
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+  poll(): IteratorResult<ChunkPart<ChatCompletionChunk>> {
+    const t = texts[this.i++];
+    if (t === undefined) return DONE;
+    return { done: false, value: ChunkPart.plain<ChatCompletionChunk>(t, this.head) ?? ChunkPart.parsed(JSON.parse(t) as ChatCompletionChunk, t) };
+  }
+  next(): Promise<IteratorResult<ChunkPart<ChatCompletionChunk>>> {
+    return Promise.resolve(this.poll());
+  }
+}
+
+/** The SSE text of every part, pulled as the SSE writer pulls them (poll, else next). */
+async function drain(it: AsyncIterator<StreamPart>): Promise<number> {
+  const p = pollable(it);
+  let bytes = 0;
+  for (;;) {
+    const r = p?.poll() ?? (await it.next());
+    if (r.done) return bytes;
+    bytes += sseText(r.value).length;
+  }
 }
 
 const translators: Record<string, () => EventTranslator> = {
@@ -32,17 +56,13 @@ const translators: Record<string, () => EventTranslator> = {
 };
 
 async function once(kind: string): Promise<number> {
-  let bytes = 0;
   const make = translators[kind];
-  if (!make) {
-    for await (const p of chunks()) bytes += sseText(p).length;
-    return bytes;
-  }
-  for await (const p of translatedEvents(chunks(), make())) bytes += sseText(p).length;
-  return bytes;
+  return drain(make ? translatedEvents(new Chunks(), make()) : new Chunks());
 }
 
-for (const kind of ['chat (as it came)', 'responses', 'messages']) {
+const only = process.argv.indexOf('--only');
+const kinds = only > 0 ? [process.argv[only + 1] ?? ''] : ['chat (as it came)', 'responses', 'messages'];
+for (const kind of kinds) {
   let bytes = 0;
   for (let i = 0; i < N / 5; i++) bytes = await once(kind);
   const t0 = process.hrtime.bigint();

@@ -227,6 +227,8 @@ export class EventPart implements PartBase {
     readonly content = false,
     /** the event ends the answer (a completed, incomplete or stopped message) */
     readonly final = false,
+    /** `data` is JSON the gateway printed: one line (the writer need not look for line breaks) */
+    readonly printed = false,
   ) {}
 }
 
@@ -245,6 +247,6 @@ export function chunkOf<C extends object>(part: ChunkPart<C>): C {
 /** The SSE text of a part: `data: …` for a chunk, `event: …` + `data: …` for a forwarded event. */
 export function sseText(part: StreamPart): string {
   if (part.kind === 'chunk') return `data: ${part.json()}\n\n`;
-  const data = part.data.includes('\n') ? part.data.split(/\r?\n/).join('\ndata: ') : part.data;
+  const data = !part.printed && part.data.includes('\n') ? part.data.split(/\r?\n/).join('\ndata: ') : part.data;
   return part.event === '' ? `data: ${data}\n\n` : `event: ${part.event}\ndata: ${data}\n\n`;
 }

@@ -258,7 +258,7 @@ export class ChatToMessagesStream {
 
 /** An event as a wire part: content from the first content block on, final at message_stop. */
 export function messagesEventPart(ev: MessagesStreamEvent): EventPart {
-  return new EventPart(ev.type, JSON.stringify(ev), isContentEvent(ev), ev.type === 'message_stop');
+  return new EventPart(ev.type, JSON.stringify(ev), isContentEvent(ev), ev.type === 'message_stop', true);
 }
 
 /**
@@ -287,7 +287,7 @@ export class MessagesStreamParts {
       for (const ev of this.conv.pushText(JSON.parse(`"${escaped}"`) as string)) out.push(messagesEventPart(ev));
       return;
     }
-    out.push(new EventPart('content_block_delta', `{"type":"content_block_delta","index":${block},"delta":{"type":"text_delta","text":"${escaped}"}}`, true, false));
+    out.push(new EventPart('content_block_delta', `{"type":"content_block_delta","index":${block},"delta":{"type":"text_delta","text":"${escaped}"}}`, true, false, true));
   }
 
   /** The closing events; `usage` (the gateway's reading of the stream) on the last. */

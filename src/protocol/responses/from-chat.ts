@@ -57,50 +57,88 @@ export function statusOf(finishReason: string | null | undefined): Pick<Response
 }
 
 /**
+ * A response's members fixed by its request, in OpenAI's order, as the runs between the members
+ * that change while the response is made (status, completed_at, error, incomplete_details,
+ * output, usage): responseShell puts them together, and a stream prints each run once.
+ */
+export function shellRuns(ctx: ResponseContext) {
+  const r = ctx.request;
+  const tier = r.service_tier && r.service_tier !== 'auto' ? r.service_tier : 'default';
+  return {
+    /** before `status` */
+    head: { id: ctx.id, object: 'response', created_at: ctx.createdAt },
+    /** between `status` and `completed_at` */
+    background: { background: r.background ?? false },
+    /** between `incomplete_details` and `output` */
+    request: {
+      instructions: r.instructions ?? null,
+      max_output_tokens: r.max_output_tokens ?? null,
+      max_tool_calls: r.max_tool_calls ?? null,
+      model: ctx.model,
+    },
+    /** between `output` and `usage` */
+    settings: {
+      parallel_tool_calls: r.parallel_tool_calls ?? true,
+      previous_response_id: r.previous_response_id ?? null,
+      prompt_cache_key: r.prompt_cache_key ?? null,
+      reasoning: { effort: r.reasoning?.effort ?? null, summary: r.reasoning?.summary ?? null },
+      safety_identifier: r.safety_identifier ?? null,
+      service_tier: tier,
+      store: r.store ?? true,
+      temperature: r.temperature ?? 1,
+      text: { format: r.text?.format ?? { type: 'text' }, verbosity: r.text?.verbosity ?? 'medium' },
+      tool_choice: r.tool_choice ?? 'auto',
+      tools: r.tools ?? [],
+      top_logprobs: r.top_logprobs ?? 0,
+      top_p: r.top_p ?? 1,
+      truncation: r.truncation ?? 'disabled',
+    },
+    /** after `usage` */
+    tail: { user: r.user ?? null, metadata: r.metadata ?? {} },
+  };
+}
+export type ShellRuns = ReturnType<typeof shellRuns>;
+
+/** The members of a response that change while it is made. */
+export interface LiveMembers {
+  status?: Response['status'];
+  completed_at?: number | null | undefined;
+  error: Response['error'];
+  incomplete_details: Response['incomplete_details'];
+  usage?: ResponseUsage | null | undefined;
+}
+
+/** The live members of a response with no output yet. */
+export function inProgress(): LiveMembers {
+  return { status: 'in_progress', completed_at: null, error: null, incomplete_details: null, usage: null };
+}
+
+/**
  * The response with no output yet (`status: "in_progress"`, `usage: null`): the body of
  * `response.created` / `response.in_progress`, and the base of the final object.
  */
 export function responseShell(ctx: ResponseContext): Response {
-  const r = ctx.request;
-  const tier = r.service_tier && r.service_tier !== 'auto' ? r.service_tier : 'default';
+  const r = shellRuns(ctx);
+  const live = inProgress();
   const shell = {
-    id: ctx.id,
-    object: 'response',
-    created_at: ctx.createdAt,
-    status: 'in_progress',
-    background: r.background ?? false,
-    completed_at: null,
-    error: null,
-    incomplete_details: null,
-    instructions: r.instructions ?? null,
-    max_output_tokens: r.max_output_tokens ?? null,
-    max_tool_calls: r.max_tool_calls ?? null,
-    model: ctx.model,
+    ...r.head,
+    status: live.status,
+    ...r.background,
+    completed_at: live.completed_at,
+    error: live.error,
+    incomplete_details: live.incomplete_details,
+    ...r.request,
     output: [],
-    parallel_tool_calls: r.parallel_tool_calls ?? true,
-    previous_response_id: r.previous_response_id ?? null,
-    prompt_cache_key: r.prompt_cache_key ?? null,
-    reasoning: { effort: r.reasoning?.effort ?? null, summary: r.reasoning?.summary ?? null },
-    safety_identifier: r.safety_identifier ?? null,
-    service_tier: tier,
-    store: r.store ?? true,
-    temperature: r.temperature ?? 1,
-    text: { format: r.text?.format ?? { type: 'text' }, verbosity: r.text?.verbosity ?? 'medium' },
-    tool_choice: r.tool_choice ?? 'auto',
-    tools: r.tools ?? [],
-    top_logprobs: r.top_logprobs ?? 0,
-    top_p: r.top_p ?? 1,
-    truncation: r.truncation ?? 'disabled',
-    usage: null,
-    user: r.user ?? null,
-    metadata: r.metadata ?? {},
+    ...r.settings,
+    usage: live.usage,
+    ...r.tail,
   };
   // The request's values are checked loosely (strings where OpenAI has enums): the wire shape is the SDK's.
   return shell as unknown as Response;
 }
 
 /** Sets the terminal fields of a response (status, details, completed_at, usage) in place. */
-export function settle(res: Response, finishReason: string | null | undefined, usage: ResponseUsage, now = Math.floor(Date.now() / 1000)): Response {
+export function settle<R extends LiveMembers>(res: R, finishReason: string | null | undefined, usage: ResponseUsage, now = Math.floor(Date.now() / 1000)): R {
   const s = statusOf(finishReason);
   res.status = s.status;
   res.incomplete_details = s.incomplete_details;

@@ -27,7 +27,7 @@
  * `error` event, OpenAI's report of a stream that broke mid-answer. Either ends the stream.
  */
 import type { ChatCompletionChunk } from '../chat/schema.ts';
-import { newId, responseShell, settle, statusOf, toResponsesUsage, type ResponseContext } from './from-chat.ts';
+import { inProgress, newId, responseShell, settle, shellRuns, statusOf, toResponsesUsage, type LiveMembers, type ResponseContext, type ShellRuns } from './from-chat.ts';
 import { responsesName } from './names.ts';
 import type { Response, ResponseOutputItem, ResponseStreamEvent } from './types.ts';
 import { EventPart, type PartUsage } from '../stream-part.ts';
@@ -78,19 +78,35 @@ function partJson(p: TextPart): string {
   return p.type === 'output_text' ? `{"type":"output_text","annotations":[],"logprobs":[],"text":"${p.escaped}"}` : `{"type":"refusal","refusal":"${p.escaped}"}`;
 }
 
-/** A response's JSON with its output given printed, in the object's own key order. */
-function printResponse(r: Response, output: string): string {
-  const before: Json = {};
-  const after: Json = {};
-  let past = false;
-  for (const [k, v] of Object.entries(r)) {
-    if (k === 'output') past = true;
-    else (past ? after : before)[k] = v;
+/**
+ * A stream's response printed again and again (created, in_progress, the terminal event): the
+ * runs of members fixed by the request printed once, the live members and the output each time.
+ */
+class ResponsePrinter {
+  private readonly head: string;
+  private readonly background: string;
+  private readonly request: string;
+  private readonly settings: string;
+  private readonly tail: string;
+
+  constructor(r: ShellRuns) {
+    const inner = (o: object): string => JSON.stringify(o).slice(1, -1);
+    this.head = inner(r.head);
+    this.background = inner(r.background);
+    this.request = inner(r.request);
+    this.settings = inner(r.settings);
+    this.tail = inner(r.tail);
   }
-  const rest = JSON.stringify(after);
-  return `${JSON.stringify(before).slice(0, -1)},"output":${output}${rest === '{}' ? '}' : `,${rest.slice(1)}`}`;
+
+  /** The response's JSON with these live members and the output (printed items). */
+  print(live: LiveMembers, output: string): string {
+    const j = (v: unknown): string => JSON.stringify(v ?? null);
+    return (
+      `{${this.head},"status":${j(live.status)},${this.background},"completed_at":${j(live.completed_at)},"error":${j(live.error)},` +
+      `"incomplete_details":${j(live.incomplete_details)},${this.request},"output":${output},${this.settings},"usage":${j(live.usage)},${this.tail}}`
+    );
+  }
 }
-const unescape = (s: string): string => JSON.parse(`"${s}"`) as string;
 
 type Open =
   | { kind: 'reasoning'; index: number; id: string; text: string }
@@ -100,6 +116,7 @@ type Open =
 export class ResponsesStream {
   private seq = 0;
   private readonly output: ResponseOutputItem[] = [];
+  private readonly printer: ResponsePrinter;
   /** each closed item's JSON as its output_item.done printed it (undefined: print the item) */
   private readonly printedItems: Array<string | undefined> = [];
   private current: Open | undefined;
@@ -112,7 +129,9 @@ export class ResponsesStream {
   /** true once an output item was emitted: the client has content. */
   committed = false;
 
-  constructor(private readonly ctx: ResponseContext) {}
+  constructor(private readonly ctx: ResponseContext) {
+    this.printer = new ResponsePrinter(shellRuns(ctx));
+  }
 
   /** The response as it stands (status in_progress until finish()): a copy. */
   snapshot(): Response {
@@ -123,7 +142,7 @@ export class ResponsesStream {
   start(): Event[] {
     if (this.started) return [];
     this.started = true;
-    const response = `,"response":${JSON.stringify(this.response())}}`;
+    const response = `,"response":${this.printer.print(inProgress(), '[]')}}`;
     return [this.printed('response.created', response, false, false), this.printed('response.in_progress', response, false, false)];
   }
 
@@ -161,7 +180,7 @@ export class ResponsesStream {
       return;
     }
     part.escaped += escaped;
-    out.push(new EventPart('response.output_text.delta', DELTA_HEAD + this.seq++ + part.deltaMid + escaped + DELTA_TAIL, true, false));
+    out.push(new EventPart('response.output_text.delta', DELTA_HEAD + this.seq++ + part.deltaMid + escaped + DELTA_TAIL, true, false, true));
   }
 
   /**
@@ -175,10 +194,11 @@ export class ResponsesStream {
     const itemStatus = statusOf(this.finishReason).status === 'completed' ? 'completed' : 'incomplete';
     this.close(out, itemStatus);
     this.ended = true;
-    const res = settle(this.response(), this.finishReason, toResponsesUsage(this.usage));
+    const live = settle(inProgress(), this.finishReason, toResponsesUsage(this.usage));
     const items = this.output.map((item, i) => this.printedItems[i] ?? JSON.stringify(item));
-    const type = res.status === 'completed' ? 'response.completed' : 'response.incomplete';
-    const last = this.printed(type, `,"response":${printResponse(res, `[${items.join(',')}]`)}}`, false, true);
+    const type = live.status === 'completed' ? 'response.completed' : 'response.incomplete';
+    const json = this.printer.print(live, `[${items.join(',')}]`);
+    const last = this.printed(type, `,"response":${json}}`, false, true);
     last.usage = usage;
     out.push(last);
     return out;
@@ -217,7 +237,7 @@ export class ResponsesStream {
 
   /** A part from its members after `sequence_number` (`rest`: `,"k":v…}`), already printed. */
   private printed(type: EventType, rest: string, content = false, final = false): Event {
-    return new EventPart(type, `{"type":"${type}","sequence_number":${this.seq++}${rest}`, content, final);
+    return new EventPart(type, `{"type":"${type}","sequence_number":${this.seq++}${rest}`, content, final, true);
   }
 
   /** Adds an item (the stream's from now on: printed in the event before it may change). */
@@ -246,18 +266,20 @@ export class ResponsesStream {
     if (cur?.kind !== 'message') {
       this.close(out);
       const id = newId('msg');
-      const index = this.add({ id, type: 'message', status: 'in_progress', content: [], role: 'assistant' }, out);
+      const index = this.output.length;
+      const item = { id, type: 'message', status: 'in_progress', content: [], role: 'assistant' } as const;
+      out.push(this.printed('response.output_item.added', `,"output_index":${index},"item":{"id":"${id}","type":"message","status":"in_progress","content":[],"role":"assistant"}}`, true));
+      this.output.push(item as unknown as ResponseOutputItem);
       cur = this.current = { kind: 'message', index, id, parts: [], open: false };
     }
     let part = cur.parts[cur.parts.length - 1];
     if (!part || !cur.open || part.type !== type) {
       this.closePart(cur, out);
-      const base = { item_id: cur.id, output_index: cur.index, content_index: cur.parts.length };
-      part = { type, escaped: '', deltaMid: `,${JSON.stringify(base).slice(1, -1)},"delta":"` };
+      const base = `,"item_id":"${cur.id}","output_index":${cur.index},"content_index":${cur.parts.length}`;
+      part = { type, escaped: '', deltaMid: `${base},"delta":"` };
       cur.parts.push(part);
       cur.open = true;
-      const empty = type === 'output_text' ? { type, annotations: [], logprobs: [], text: '' } : { type, refusal: '' };
-      out.push(this.ev('response.content_part.added', { item_id: cur.id, output_index: cur.index, content_index: cur.parts.length - 1, part: empty }));
+      out.push(this.printed('response.content_part.added', `${base},"part":${partJson(part)}}`));
     }
     if (delta === '') return;
     part.escaped += escape(delta);
