@@ -10,6 +10,7 @@
  */
 
 const DELTA_OPEN = '"delta":{';
+const CONTENT_MEMBER = '"content":"';
 const QUOTE = 34;
 const BACKSLASH = 92;
 const COMMA = 44;
@@ -19,11 +20,14 @@ const BRACKET_OPEN = 91;
 const BRACKET_CLOSE = 93;
 
 /**
- * The text before the delta (up to and including `"delta":{`) of the last chunk found to have one
- * choice: one per stream, so the head is checked once and then compared.
+ * What the last chunks of a stream were found to be, so that the next are compared rather than
+ * checked again: the text before the delta (up to and including `"delta":{`) of a chunk with one
+ * choice, and the text after its delta.
  */
 export class ContentHead {
   text = '';
+  /** the text after the delta of the last chunk read, found flat (FLAT_TAIL) */
+  tail = '';
 }
 
 /** The index of the quote that closes the string whose opening quote is at `open`, or -1. */
@@ -58,19 +62,11 @@ function oneChoiceHead(t: string, end: number): boolean {
   return opens === 3;
 }
 
-/** Whether nothing from `from` on opens an object or an array: no second choice, no nested value. */
-function flatTail(t: string, from: number): boolean {
-  for (let i = from; i < t.length; i++) {
-    const c = t.charCodeAt(i);
-    if (c === QUOTE) {
-      i = stringEnd(t, i);
-      if (i < 0) return false;
-    } else if (c === BRACE_OPEN || c === BRACKET_OPEN) {
-      return false;
-    }
-  }
-  return true;
-}
+/**
+ * A text (after a delta, in the plain grammar) in which nothing opens an object or an array
+ * outside strings: no second choice, no nested value.
+ */
+const FLAT_TAIL = /^[^"{[]*(?:"(?:[^"\\]|\\.)*"[^"{[]*)*$/;
 
 /**
  * The escaped content of a plain chunk (accepted by plainScan, not finishing) whose one choice's
@@ -89,29 +85,30 @@ export function plainContent(t: string, head: ContentHead): string | undefined {
     head.text = (' ' + t.slice(0, i)).slice(1); // a copy: the head outlives this chunk's read
   }
   let content: string | undefined;
-  if (t.charCodeAt(i) === BRACE_CLOSE) return undefined;
   for (;;) {
     // a member: a key without escapes, a colon, a scalar
     if (t.charCodeAt(i) !== QUOTE) return undefined;
-    const keyEnd = t.indexOf('"', i + 1);
-    if (keyEnd < 0) return undefined;
-    const key = t.slice(i + 1, keyEnd);
-    let v = keyEnd + 2; // past `":`
     let end: number;
-    if (t.charCodeAt(v) === QUOTE) {
+    if (t.slice(i, i + CONTENT_MEMBER.length) === CONTENT_MEMBER) {
+      const v = i + CONTENT_MEMBER.length - 1;
       const close = stringEnd(t, v);
-      if (close < 0) return undefined;
-      if (key === 'content') {
-        if (content !== undefined || close === v + 1) return undefined;
-        content = t.slice(v + 1, close);
-      } else if (key !== 'role' && close !== v + 1) {
-        return undefined;
-      }
+      if (close < 0 || content !== undefined || close === v + 1) return undefined;
+      content = t.slice(v + 1, close);
       end = close + 1;
     } else {
-      end = v;
-      while (end < t.length && t.charCodeAt(end) !== COMMA && t.charCodeAt(end) !== BRACE_CLOSE) end++;
-      if (key !== 'role' && t.slice(v, end) !== 'null') return undefined;
+      const keyEnd = t.indexOf('"', i + 1);
+      if (keyEnd < 0) return undefined;
+      const role = keyEnd - i === 5 && t.startsWith('"role"', i);
+      const v = keyEnd + 2; // past `":`
+      if (t.charCodeAt(v) === QUOTE) {
+        const close = stringEnd(t, v);
+        if (close < 0 || (!role && close !== v + 1)) return undefined; // only role may say something
+        end = close + 1;
+      } else {
+        end = v;
+        while (end < t.length && t.charCodeAt(end) !== COMMA && t.charCodeAt(end) !== BRACE_CLOSE) end++;
+        if (!role && (end - v !== 4 || !t.startsWith('null', v))) return undefined;
+      }
     }
     const c = t.charCodeAt(end);
     if (c === COMMA) {
@@ -119,7 +116,12 @@ export function plainContent(t: string, head: ContentHead): string | undefined {
       continue;
     }
     if (c !== BRACE_CLOSE) return undefined;
-    v = end + 1;
-    return content !== undefined && flatTail(t, v) ? content : undefined;
+    if (content === undefined) return undefined;
+    const tail = t.slice(end + 1);
+    if (tail !== head.tail) {
+      if (!FLAT_TAIL.test(tail)) return undefined;
+      head.tail = (' ' + tail).slice(1); // a copy, as the head's
+    }
+    return content;
   }
 }

@@ -5,7 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 import { GatewayError } from '../../errors/gateway-error.ts';
 import type { ChatCompletionChunk } from '../chat/schema.ts';
-import { ChatToMessagesStream, MessagesStreamParts, sse, type MessagesStreamEvent } from './stream.ts';
+import { ChatToMessagesStream, MessagesStreamParts, printEvent, sse, type MessagesStreamEvent } from './stream.ts';
 import { ChunkPart, PlainHead, type EventPart } from '../stream-part.ts';
 import { ContentHead, plainContent } from '../chat/content-text.ts';
 
@@ -211,5 +211,17 @@ describe('MessagesStreamParts: the events as wire parts, a plain token written f
     assert.ok(last?.final && last.event === 'message_stop');
     assert.deepEqual(last.usage, { prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 });
     assert.deepEqual(parts.filter((p) => p.content).map((p) => p.event)[0], 'content_block_start');
+  });
+});
+
+describe('printEvent', () => {
+  it('prints every event exactly as JSON.stringify does', () => {
+    const { events } = run([...TOOLS_SEQUENCE.slice(0, 4), chunk({ content: 'a "b"\n' }), ...TOOLS_SEQUENCE.slice(4)]);
+    const kinds = new Set<string>();
+    for (const e of [...events, new ChatToMessagesStream({ model: 'm' }).ping()]) {
+      assert.equal(printEvent(e), JSON.stringify(e));
+      kinds.add(`${e.type}:${'content_block' in e ? e.content_block.type : 'delta' in e && 'type' in e.delta ? e.delta.type : ''}`);
+    }
+    for (const k of ['content_block_start:text', 'content_block_delta:text_delta', 'content_block_stop:', 'message_stop:']) assert.ok(kinds.has(k), k);
   });
 });

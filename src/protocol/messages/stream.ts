@@ -258,7 +258,24 @@ export class ChatToMessagesStream {
 
 /** An event as a wire part: content from the first content block on, final at message_stop. */
 export function messagesEventPart(ev: MessagesStreamEvent): EventPart {
-  return new EventPart(ev.type, JSON.stringify(ev), isContentEvent(ev), ev.type === 'message_stop', true);
+  return new EventPart(ev.type, printEvent(ev), isContentEvent(ev), ev.type === 'message_stop', true);
+}
+
+/** An event's JSON: the fixed shapes every text answer has from templates, the rest printed. */
+export function printEvent(ev: MessagesStreamEvent): string {
+  switch (ev.type) {
+    case 'content_block_stop':
+      return `{"type":"content_block_stop","index":${ev.index}}`;
+    case 'message_stop':
+      return '{"type":"message_stop"}';
+    case 'content_block_start':
+      if (ev.content_block.type === 'text') return `{"type":"content_block_start","index":${ev.index},"content_block":{"type":"text","text":""}}`;
+      break;
+    case 'content_block_delta':
+      if (ev.delta.type === 'text_delta') return `{"type":"content_block_delta","index":${ev.index},"delta":{"type":"text_delta","text":${JSON.stringify(ev.delta.text)}}}`;
+      break;
+  }
+  return JSON.stringify(ev);
 }
 
 /**

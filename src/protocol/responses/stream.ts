@@ -91,8 +91,9 @@ class ResponsePrinter {
 
   constructor(r: ShellRuns) {
     const inner = (o: object): string => JSON.stringify(o).slice(1, -1);
-    this.head = inner(r.head);
-    this.background = inner(r.background);
+    // (the head's id is the gateway's own, and background a boolean: no escaping needed)
+    this.head = `"id":"${r.head.id}","object":"response","created_at":${r.head.created_at}`;
+    this.background = `"background":${r.background.background === true}`;
     this.request = inner(r.request);
     this.settings = inner(r.settings);
     this.tail = inner(r.tail);
@@ -100,12 +101,16 @@ class ResponsePrinter {
 
   /** The response's JSON with these live members and the output (printed items). */
   print(live: LiveMembers, output: string): string {
-    const j = (v: unknown): string => JSON.stringify(v ?? null);
     return (
-      `{${this.head},"status":${j(live.status)},${this.background},"completed_at":${j(live.completed_at)},"error":${j(live.error)},` +
-      `"incomplete_details":${j(live.incomplete_details)},${this.request},"output":${output},${this.settings},"usage":${j(live.usage)},${this.tail}}`
+      `{${this.head},"status":"${live.status ?? 'in_progress'}",${this.background},"completed_at":${live.completed_at ?? null},"error":${json(live.error)},` +
+      `"incomplete_details":${json(live.incomplete_details)},${this.request},"output":${output},${this.settings},"usage":${json(live.usage)},${this.tail}}`
     );
   }
+}
+
+/** A live member's JSON (most are null while a response streams). */
+function json(v: unknown): string {
+  return v === null || v === undefined ? 'null' : JSON.stringify(v);
 }
 
 type Open =
