@@ -9,10 +9,10 @@ import type { AddressInfo } from 'node:net';
 import { createServer, type Server } from 'node:http';
 import { pathToFileURL } from 'node:url';
 import { ConfigError, configPathFrom, isLoopback, loadConfigFile, type LoadedConfig } from './config/load.ts';
-import type { Deps } from './http/deps.ts';
+import type { GenerationDeps } from './http/deps.ts';
 import { runPrimary } from './server/cluster-primary.ts';
 import { runWorker } from './server/cluster-worker.ts';
-import { Runtime } from './server/generations.ts';
+import { Generations } from './server/generations.ts';
 import { watchConfigFile } from './config/watch.ts';
 import { createLogger, type Logger } from './telemetry/logger.ts';
 
@@ -28,9 +28,9 @@ const VERSION: string = (() => {
 
 export interface RunningServer {
   /** the current configuration generation's dependencies */
-  readonly deps: Deps;
+  readonly deps: GenerationDeps;
   /** reloads go through here */
-  runtime: Runtime;
+  generations: Generations;
   server: Server;
   port: number;
   host: string;
@@ -41,17 +41,17 @@ export interface RunningServer {
 
 export async function startServer(loaded: LoadedConfig, opts: { logger?: Logger; port?: number; host?: string } = {}): Promise<RunningServer> {
   const logger = opts.logger ?? createLogger(loaded.config.logging.level);
-  const runtime = new Runtime(loaded, logger, VERSION);
-  const deps = runtime.deps;
+  const generations = new Generations(loaded, logger, VERSION);
+  const deps = generations.deps;
   const host = opts.host ?? deps.config.server.host;
   const port = opts.port ?? deps.config.server.port;
   // Remote backends' SDK imports finish before the listener opens: they are never "loading".
-  await runtime.prepare();
+  await generations.prepare();
   const server = await new Promise<Server>((resolve, reject) => {
     // Node enforces headersTimeout / requestTimeout from a timer that runs every
     // connectionsCheckingInterval (30 s by default): check often enough that the configured values hold.
     const serverOptions = { connectionsCheckingInterval: Math.max(100, Math.min(1000, deps.config.server.headers_timeout_ms)) };
-    const s = createServer(serverOptions, runtime.listener);
+    const s = createServer(serverOptions, generations.listener);
     s.once('error', reject);
     s.listen(port, host, () => resolve(s));
   });
@@ -75,27 +75,27 @@ export async function startServer(loaded: LoadedConfig, opts: { logger?: Logger;
   const addr = server.address() as AddressInfo;
   // Listen first (liveness works at once), then load local models; /ready turns 200 when all settled.
   // (Remote backends were prepared above; start() reports their failures with the local ones.)
-  deps.lifecycle.loading = runtime.start();
+  deps.lifecycle.loading = generations.start();
   const urlHost = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
 
   let closing: Promise<void> | undefined;
-  const close = (graceMs = runtime.deps.config.server.shutdown_grace_ms): Promise<void> => {
+  const close = (graceMs = generations.deps.config.server.shutdown_grace_ms): Promise<void> => {
     closing ??= (async () => {
-      runtime.markDraining();
+      generations.markDraining();
       const closed = new Promise<void>((r) => server.close(() => r()));
       server.closeIdleConnections();
       const timer = setTimeout(() => server.closeAllConnections(), graceMs);
       await closed;
       clearTimeout(timer);
-      await runtime.close();
+      await generations.close();
     })();
     return closing;
   };
   return {
     get deps() {
-      return runtime.deps;
+      return generations.deps;
     },
-    runtime,
+    generations,
     server,
     port: addr.port,
     host: addr.address,
@@ -169,7 +169,7 @@ async function main(): Promise<void> {
       return;
     }
     for (const w of next.warnings) logger.warn(w, { source: next.source });
-    running.runtime.reload(next).then(
+    running.generations.reload(next).then(
       (r) => {
         if (r.ok) {
           loaded = next;

@@ -48,7 +48,7 @@ describe('responses: config', () => {
     assert.equal((await before.put('alice', 'resp_big', rec('resp_big', 6000))).stored, false);
     for (let i = 0; i < 10; i++) assert.equal((await before.put('alice', `resp_${i}`, rec(`resp_${i}`, 1500))).stored, true);
 
-    const res = await gw.running.runtime.reload(parseConfig(`${BASE}responses: { store_ttl_seconds: 3600, max_stored_bytes: 8000, max_response_bytes: 5000 }\n`, 'test.yaml', {}));
+    const res = await gw.running.generations.reload(parseConfig(`${BASE}responses: { store_ttl_seconds: 3600, max_stored_bytes: 8000, max_response_bytes: 5000 }\n`, 'test.yaml', {}));
     assert.equal(res.ok, true, JSON.stringify(res));
     const afterReload = gw.running.deps.responses;
     assert.notEqual(afterReload, before);

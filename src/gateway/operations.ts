@@ -8,7 +8,7 @@
 import type { AbortLike } from '../lib/abort.ts';
 import type { CallContext } from '../backends/contract.ts';
 import { chatPrompt, completionPrompt, embeddingPrompt, outputReserve } from '../limits/estimate.ts';
-import { Pipeline, type Answer, type CacheControl, type Job, type Services, type StreamResult } from './pipeline.ts';
+import { Pipeline, type Answer, type CacheControl, type Job, type PipelineServices, type StreamResult } from './pipeline.ts';
 import type { ChatCompletion, ChatCompletionChunk, ChatRequest } from '../protocol/chat/schema.ts';
 import type { Completion, CompletionRequest } from '../protocol/completions/schema.ts';
 import { encodeEmbeddings, RawEmbeddingResponse, type EmbeddingAnswer, type EmbeddingRequest } from '../protocol/embeddings/schema.ts';
@@ -120,14 +120,14 @@ function job(op: Operation, body: Job['body'], info: RequestFacts, prompt: Job['
   return { op, body, info, prompt, reserve };
 }
 
-export class Gateway {
+export class Operations {
   private readonly pipeline: Pipeline;
   private readonly affinity: Affinity;
 
   /** `services.store` holds session-affinity pins (without one, affinity is off). */
   constructor(
     private readonly router: Router,
-    private readonly services: Services & { store?: StateStore | undefined },
+    private readonly services: PipelineServices & { store?: StateStore | undefined },
   ) {
     this.pipeline = new Pipeline(router, services);
     this.affinity = new Affinity(services.config, router, services.store);

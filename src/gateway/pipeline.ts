@@ -23,8 +23,8 @@ import type { ResolvedTarget, Routed, Router } from '../router/router.ts';
 import { ended, eventUsage, replay, replayEvents, shapeUsage } from './pipeline-streams.ts';
 import type { ChunkPart, EventPart, StreamPart } from '../protocol/stream-part.ts';
 
-export type { Answer, CacheControl, CacheStatus, Chunk, Job, JobInfo, Served, Services, StreamResult, Usage } from './types.ts';
-import type { Answer, CacheStatus, Chunk, Job, Served, Services, StreamResult, Usage } from './types.ts';
+export type { Answer, CacheControl, CacheStatus, Chunk, Job, JobInfo, Served, PipelineServices, StreamResult, Usage } from './types.ts';
+import type { Answer, CacheStatus, Chunk, Job, Served, PipelineServices, StreamResult, Usage } from './types.ts';
 type UsageLike = { prompt_tokens?: number | null | undefined; completion_tokens?: number | null | undefined };
 
 /** A Chat Completions (or legacy completions, embeddings) answer's usage. */
@@ -75,7 +75,7 @@ export class Pipeline {
 
   constructor(
     private readonly router: Router,
-    private readonly s: Services,
+    private readonly s: PipelineServices,
   ) {
     const cfg = s.config;
     for (const k of cfg.keys ?? []) {
@@ -88,7 +88,7 @@ export class Pipeline {
     return keyName === undefined ? undefined : this.principals.get(keyName);
   }
 
-  private prepare(job: Job, stream: boolean, s: Services): Prep {
+  private prepare(job: Job, stream: boolean, s: PipelineServices): Prep {
     const principal = this.principal(job.info.keyName);
     const model = job.body.model;
     // a model outside the key's list (by the `models:` entry that serves it) answers as if it did not exist
@@ -112,7 +112,7 @@ export class Pipeline {
     return { principal, targets, decision, key };
   }
 
-  private async estimate(job: Job, prep: Prep, s: Services): Promise<number> {
+  private async estimate(job: Job, prep: Prep, s: PipelineServices): Promise<number> {
     if (prep.principal?.limits?.tpm === undefined) return 0;
     const enc = encodingFor(prep.targets[0]?.model ?? job.body.model);
     try {
@@ -122,7 +122,7 @@ export class Pipeline {
     }
   }
 
-  private async admit(job: Job, prep: Prep, s: Services, upstream: boolean): Promise<Admission | undefined> {
+  private async admit(job: Job, prep: Prep, s: PipelineServices, upstream: boolean): Promise<Admission | undefined> {
     const p = prep.principal;
     if (!Limiter.limited(p)) return undefined;
     if (!upstream && p.limits.rpm === undefined && p.limits.tpm === undefined) return undefined;
@@ -134,7 +134,7 @@ export class Pipeline {
     return t ? free(t) : undefined;
   }
 
-  private status(s: Services, prep: Prep): CacheStatus | undefined {
+  private status(s: PipelineServices, prep: Prep): CacheStatus | undefined {
     if (!s.cache) return undefined;
     if (!prep.decision?.use) {
       s.cache.stats.bypasses++;
@@ -329,7 +329,7 @@ export class Pipeline {
    * leader's key pays) and caches it when it ended cleanly.
    */
   private async pump<P extends StreamPart>(
-    s: Services,
+    s: PipelineServices,
     key: string,
     f: Flight<Routed<AsyncIterable<P>>>,
     tap: StreamTap,

@@ -52,7 +52,7 @@ export interface Job {
   reserve: number;
 }
 
-export interface Services {
+export interface PipelineServices {
   config: Config;
   limiter: Limiter;
   /** undefined: cache disabled */

@@ -7,7 +7,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { MiddlewareHandler } from 'hono';
-import type { Deps } from './deps.ts';
+import type { GenerationDeps } from './deps.ts';
 import { costUsd } from '../telemetry/cost.ts';
 import { GENAI_PROVIDER, genAiOperation, statusClass } from '../telemetry/metrics.ts';
 import { settleUnreadBody } from './body.ts';
@@ -19,7 +19,7 @@ const CLIENT_GONE = 'Client connection prematurely closed.';
 const round2 = (v: number | undefined): number | undefined => (v === undefined ? undefined : Math.round(v * 100) / 100);
 
 /** Counts the request in the in-flight gauge, under its route (called once the route is known). */
-export function trackInFlight(deps: Deps, x: Exchange): void {
+export function trackInFlight(deps: GenerationDeps, x: Exchange): void {
   if (x.inFlight) return;
   x.inFlight = true;
   deps.traffic.inFlight++;
@@ -27,14 +27,14 @@ export function trackInFlight(deps: Deps, x: Exchange): void {
 }
 
 /** A new request's exchange, logged and measured when its response closes. */
-export function openExchange(deps: Deps, incoming: IncomingMessage, outgoing: ServerResponse): Exchange {
+export function openExchange(deps: GenerationDeps, incoming: IncomingMessage, outgoing: ServerResponse): Exchange {
   const x = new Exchange(incoming, outgoing);
   outgoing.once('close', () => finish(deps, x));
   return x;
 }
 
 /** Hono's first middleware: the request's exchange (`c.get('x')`); the id on answers Hono writes. */
-export function accessLog(deps: Deps): MiddlewareHandler<AppEnv> {
+export function accessLog(deps: GenerationDeps): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const x = openExchange(deps, c.env.incoming, c.env.outgoing);
     c.set('x', x);
@@ -48,7 +48,7 @@ export function accessLog(deps: Deps): MiddlewareHandler<AppEnv> {
   };
 }
 
-function finish(deps: Deps, x: Exchange): void {
+function finish(deps: GenerationDeps, x: Exchange): void {
   const { metrics, labels, traffic } = deps;
   const { log, outgoing } = x;
   // closed before the answer was complete (or the request body failed): the client is gone
@@ -100,7 +100,7 @@ function finish(deps: Deps, x: Exchange): void {
 }
 
 /** `gen_ai_client_*` histograms of one operation (OpenTelemetry GenAI semantic conventions). */
-function genAiMetrics(deps: Deps, x: Exchange, backendName: string, operation: string, model: string, status: number, latency: number): void {
+function genAiMetrics(deps: GenerationDeps, x: Exchange, backendName: string, operation: string, model: string, status: number, latency: number): void {
   const { log } = x;
   const type = deps.config.backends[backendName]?.type;
   const provider = (type !== undefined ? GENAI_PROVIDER[type] : undefined) ?? 'other';

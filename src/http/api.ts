@@ -7,7 +7,7 @@
  * A new route is one `.add(…)` line below: its handler takes the Exchange (params in `x.params`,
  * the query in `x.query()`), writes its answer itself and throws what should be an error answer.
  */
-import type { Deps } from './deps.ts';
+import type { GenerationDeps } from './deps.ts';
 import { asGatewayError, errorHeaders, toOpenAIError } from '../errors/gateway-error.ts';
 import { anthropicErrorResponse } from '../protocol/messages/errors.ts';
 import { keyCheck } from './auth.ts';
@@ -30,7 +30,7 @@ export interface Api {
   readonly guard: (x: Exchange) => void;
 }
 
-export function createApi(deps: Deps): Api {
+export function createApi(deps: GenerationDeps): Api {
   const admit = overloadGate(deps.config.server.max_concurrent_requests);
   const authenticate = keyCheck(deps.config.keys);
   const routes = new RouteTable()
@@ -66,7 +66,7 @@ export interface ErrorAnswer {
  * The error answer for `err` in the request's envelope (logged when it is our own fault), its code
  * recorded in the request's log.
  */
-export function errorAnswer(deps: Deps, x: Exchange, err: unknown): ErrorAnswer {
+export function errorAnswer(deps: GenerationDeps, x: Exchange, err: unknown): ErrorAnswer {
   const e = asGatewayError(err);
   if (e.status >= 500 && e.code === 'internal_error') {
     const cause = e.cause instanceof Error ? e.cause : undefined;
@@ -105,7 +105,7 @@ export function errorAnswer(deps: Deps, x: Exchange, err: unknown): ErrorAnswer 
 }
 
 /** Writes the error answer straight to Node's response (the API's routes, listener.ts). */
-export function sendError(deps: Deps, x: Exchange, err: unknown): void {
+export function sendError(deps: GenerationDeps, x: Exchange, err: unknown): void {
   const a = errorAnswer(deps, x, err);
   const res = x.outgoing;
   if (res.headersSent) {

@@ -8,7 +8,7 @@
  * the OpenAI error envelope.
  */
 import { Hono, type Context } from 'hono';
-import type { Deps } from './deps.ts';
+import type { GenerationDeps } from './deps.ts';
 import { methodNotAllowed, routeNotFound } from '../errors/gateway-error.ts';
 import { accessLog } from './access-log.ts';
 import { errorAnswer } from './api.ts';
@@ -18,13 +18,13 @@ import { statusHtmlHandler, statusJsonHandler } from './admin/status.ts';
 import { healthHandler, readyHandler } from './admin/health.ts';
 import type { AppEnv } from './types.ts';
 
-function errorResponse(c: Context<AppEnv>, err: unknown, deps: Deps): Response {
+function errorResponse(c: Context<AppEnv>, err: unknown, deps: GenerationDeps): Response {
   const a = errorAnswer(deps, c.get('x'), err);
   for (const k in a.headers) c.header(k, a.headers[k]);
   return c.body(a.body, a.status as 400);
 }
 
-export function createApp(deps: Deps): Hono<AppEnv> {
+export function createApp(deps: GenerationDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
 
   app.use('*', accessLog(deps));

@@ -1,6 +1,6 @@
 import type { BackendRegistry } from '../backends/registry.ts';
 import type { Config } from '../config/schema.ts';
-import type { Gateway } from '../gateway/operations.ts';
+import type { Operations } from '../gateway/operations.ts';
 import type { ResponsesStore } from '../gateway/responses-store.ts';
 import type { StateStore } from '../state/store.ts';
 import type { HealthState } from '../router/health-state.ts';
@@ -8,9 +8,9 @@ import type { Logger } from '../telemetry/logger.ts';
 import type { LabelBounds, Metrics } from '../telemetry/metrics.ts';
 
 /** Everything one configuration generation's app needs, built by server/generations.ts (a reload builds a new one). */
-export interface Deps {
+export interface GenerationDeps {
   config: Config;
-  gateway: Gateway;
+  operations: Operations;
   registry: BackendRegistry;
   logger: Logger;
   metrics: Metrics;

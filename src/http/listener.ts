@@ -13,7 +13,7 @@ import type { IncomingMessage, RequestListener } from 'node:http';
 import { getRequestListener } from '@hono/node-server';
 import { methodNotAllowed, routeNotFound } from '../errors/gateway-error.ts';
 import { createApp } from './app.ts';
-import type { Deps } from './deps.ts';
+import type { GenerationDeps } from './deps.ts';
 import { openExchange, trackInFlight } from './access-log.ts';
 import { createApi, sendError, type Api } from './api.ts';
 import { settleUnreadBody } from './body.ts';
@@ -28,7 +28,7 @@ function isApiPath(path: string): boolean {
   return path.startsWith('/v1') && (path.length === 3 || path.charCodeAt(3) === 47);
 }
 
-export function createListener(deps: Deps): RequestListener {
+export function createListener(deps: GenerationDeps): RequestListener {
   const api = createApi(deps);
   const app = createApp(deps);
   // The host only names requests that come without a Host header (HTTP/1.0) in the URL Hono sees.
@@ -50,7 +50,7 @@ export function createListener(deps: Deps): RequestListener {
 }
 
 /** One `/v1/*` request: route, guard, then the handler or the 404 / 405. */
-function serve(deps: Deps, api: Api, x: Exchange, path: string, found: Match | undefined): void {
+function serve(deps: GenerationDeps, api: Api, x: Exchange, path: string, found: Match | undefined): void {
   const method = x.incoming.method ?? 'GET';
   const route = found?.at.route(method);
   if (found !== undefined && route !== undefined) {

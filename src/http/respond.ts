@@ -4,7 +4,7 @@ import { costUsd, formatUsd, type TokenUsage } from '../telemetry/cost.ts';
 import { cacheDirectives } from '../cache/key.ts';
 import type { Answer, RequestFacts, StreamResult } from '../gateway/operations.ts';
 import type { StreamPart } from '../protocol/stream-part.ts';
-import type { Deps } from './deps.ts';
+import type { GenerationDeps } from './deps.ts';
 import { answerHeaders } from './direct.ts';
 import { OPENAI_FRAMING, writeSse, type SseFraming } from './sse.ts';
 import type { Routed } from '../router/router.ts';
@@ -111,7 +111,7 @@ export function noteWarnings(x: Exchange, warnings: readonly string[], header: b
  * the end the usage, cost, warnings and error code in the request's log.
  */
 export function sendStream<P extends StreamPart>(
-  deps: Deps,
+  deps: GenerationDeps,
   x: Exchange,
   s: StreamResult<P>,
   opts: { source?: AsyncIterable<P>; framing?: SseFraming; warnings?: readonly string[] } = {},

@@ -12,12 +12,12 @@ import type { LogFields, Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { localMetrics } from './cluster-metrics.ts';
 import { Rpc } from './cluster-rpc.ts';
-import type { ReloadResult, Runtime } from './generations.ts';
+import type { ReloadResult, Generations } from './generations.ts';
 import { useSharedMemoryStore } from './services.ts';
 
 /** What the worker needs of a started server (main.ts's RunningServer). */
 export interface WorkerServer {
-  runtime: Runtime;
+  generations: Generations;
   readonly deps: { metrics: Metrics; config: Config };
   close(): Promise<void>;
 }
@@ -60,7 +60,7 @@ export function runWorker(start: WorkerStart, index: number): void {
     {
       reload: async (payload): Promise<ReloadResult> => {
         if (!running) return { ok: false, problems: ['worker not started yet'] };
-        return running.runtime.reload(payload as LoadedConfig);
+        return running.generations.reload(payload as LoadedConfig);
       },
       localMetrics: async () => (running ? localMetrics(running.deps.metrics.registry) : []),
     },

@@ -1,6 +1,6 @@
 /**
  * The running gateway as a sequence of configuration generations. Each generation is a complete
- * Deps + request listener (Hono app included) built from one validated config; the HTTP server hands every new request to the
+ * GenerationDeps + request listener (Hono app included) built from one validated config; the HTTP server hands every new request to the
  * current generation, and a request keeps the generation it started on to its last byte (its
  * handlers close over that generation's deps), so in-flight requests and streams finish on the
  * config they started with.
@@ -18,8 +18,8 @@ import type { RequestListener } from 'node:http';
 import { OnnxBackend } from '../backends/onnx/backend.ts';
 import { BackendRegistry } from '../backends/registry.ts';
 import type { LoadedConfig } from '../config/load.ts';
-import type { Deps } from '../http/deps.ts';
-import { Gateway } from '../gateway/operations.ts';
+import type { GenerationDeps } from '../http/deps.ts';
+import { Operations } from '../gateway/operations.ts';
 import { cacheSection, keysSection } from '../http/admin/status-extras.ts';
 import { createListener } from '../http/listener.ts';
 import { HealthState } from '../router/health-state.ts';
@@ -35,7 +35,7 @@ import { startTracing, stopTracing, type Tracing } from '../telemetry/tracing.ts
 const LIMIT_LABEL: Record<LimitName, string> = { requests: 'rpm', tokens: 'tpm', concurrency: 'concurrency', budget: 'budget' };
 
 interface Generation {
-  deps: Deps;
+  deps: GenerationDeps;
   listener: RequestListener;
   services: BuiltServices;
   loaded: LoadedConfig;
@@ -43,12 +43,12 @@ interface Generation {
 
 export type ReloadResult = { ok: true; changed: string[]; warnings: string[] } | { ok: false; problems: string[] };
 
-export class Runtime {
+export class Generations {
   private gen: Generation;
   private readonly metrics = new Metrics();
   private readonly health: HealthState;
-  private readonly lifecycle: Deps['lifecycle'] = { ready: false, draining: false };
-  private readonly traffic: Deps['traffic'] = { inFlight: 0 };
+  private readonly lifecycle: GenerationDeps['lifecycle'] = { ready: false, draining: false };
+  private readonly traffic: GenerationDeps['traffic'] = { inFlight: 0 };
   private readonly startedAt = Date.now();
   private reloading: Promise<ReloadResult> | undefined;
 
@@ -70,7 +70,7 @@ export class Runtime {
 
   private readonly tracing: Tracing | null;
 
-  get deps(): Deps {
+  get deps(): GenerationDeps {
     return this.gen.deps;
   }
 
@@ -109,10 +109,10 @@ export class Runtime {
       (key, limit) => this.metrics.rateLimited.inc({ key: labels.key(key), limit: LIMIT_LABEL[limit] }),
       keepStore ? { store: previous.services.store, tokens: previous.services.tokens } : undefined,
     );
-    const deps: Deps = {
+    const deps: GenerationDeps = {
       config,
       registry,
-      gateway: new Gateway(router, services),
+      operations: new Operations(router, services),
       store: services.store,
       responses: services.responses,
       logger: this.logger,

@@ -7,14 +7,14 @@ import { Flights } from '../cache/flights.ts';
 import { ResponseCache } from '../cache/response-cache.ts';
 import { Limiter } from '../limits/limiter.ts';
 import { encodingFor, TokenCounter, type Encoding } from '../limits/tokens.ts';
-import type { Services } from '../gateway/pipeline.ts';
+import type { PipelineServices } from '../gateway/pipeline.ts';
 import { ResponsesStore } from '../gateway/responses-store.ts';
 import { MemoryStore } from '../state/memory.ts';
 import { RedisStore } from '../state/redis.ts';
 import type { LimitName, StateStore } from '../state/store.ts';
 import type { Logger } from '../telemetry/logger.ts';
 
-export interface BuiltServices extends Services {
+export interface BuiltServices extends PipelineServices {
   store: StateStore;
   tokens: TokenCounter;
   /** Stored responses of the Responses API, in `store` (built per generation; the entries live in the store). */

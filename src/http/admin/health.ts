@@ -1,6 +1,6 @@
 import type { Context } from 'hono';
 import { GatewayError } from '../../errors/gateway-error.ts';
-import type { Deps } from '../deps.ts';
+import type { GenerationDeps } from '../deps.ts';
 import { json } from '../respond.ts';
 import type { AppEnv } from '../types.ts';
 
@@ -10,7 +10,7 @@ export function healthHandler() {
 }
 
 /** Readiness: 503 while starting, while a local model loads, and once draining for shutdown. */
-export function readyHandler(deps: Deps) {
+export function readyHandler(deps: GenerationDeps) {
   return (c: Context<AppEnv>): Response => {
     if (deps.lifecycle.draining) {
       c.header('retry-after', '5');

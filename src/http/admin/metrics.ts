@@ -1,9 +1,9 @@
 import type { Context } from 'hono';
-import type { Deps } from '../deps.ts';
+import type { GenerationDeps } from '../deps.ts';
 import type { AppEnv } from '../types.ts';
 
 /** GET /metrics: Prometheus text exposition of the gateway's own registry. */
-export function metricsHandler(deps: Deps) {
+export function metricsHandler(deps: GenerationDeps) {
   return async (c: Context<AppEnv>): Promise<Response> => {
     const { contentType, body } = await deps.metrics.render();
     c.header('content-type', contentType);

@@ -13,7 +13,7 @@
  * `ttft_score_ms` now, and measured percentiles are in `latency` and `ttft`.
  */
 import type { Context } from 'hono';
-import type { Deps } from '../deps.ts';
+import type { GenerationDeps } from '../deps.ts';
 import type { LastError, Percentiles } from '../../router/stats.ts';
 import type { CacheSection, KeysSection, KeyStatus, KeyUsage } from './status-extras.ts';
 import type { AppEnv } from '../types.ts';
@@ -62,7 +62,7 @@ const round = (v: number | undefined | null): number | null => (v === undefined 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 const roundPct = (p: Percentiles): Percentiles => ({ samples: p.samples, p50_ms: round(p.p50_ms), p95_ms: round(p.p95_ms) });
 
-export async function statusReport(deps: Deps): Promise<StatusReport> {
+export async function statusReport(deps: GenerationDeps): Promise<StatusReport> {
   const now = Date.now();
   const models: StatusReport['models'] = [];
   for (const [name, m] of Object.entries(deps.config.models)) {
@@ -111,7 +111,7 @@ export async function statusReport(deps: Deps): Promise<StatusReport> {
   };
 }
 
-export function statusJsonHandler(deps: Deps) {
+export function statusJsonHandler(deps: GenerationDeps) {
   return async (c: Context<AppEnv>): Promise<Response> => {
     c.header('content-type', 'application/json');
     c.header('cache-control', 'no-store');
@@ -276,7 +276,7 @@ ${extrasHtml(r.extras)}
 `;
 }
 
-export function statusHtmlHandler(deps: Deps) {
+export function statusHtmlHandler(deps: GenerationDeps) {
   return async (c: Context<AppEnv>): Promise<Response> => {
     c.header('content-type', 'text/html; charset=utf-8');
     c.header('cache-control', 'no-store');

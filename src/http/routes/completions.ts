@@ -1,11 +1,11 @@
-import type { Deps } from '../deps.ts';
+import type { GenerationDeps } from '../deps.ts';
 import { completionRequestSchema } from '../../protocol/completions/schema.ts';
 import { generationHandler } from './generate.ts';
 
-export function completionsHandler(deps: Deps) {
+export function completionsHandler(deps: GenerationDeps) {
   return generationHandler(deps, {
     schema: completionRequestSchema,
-    once: (d, req, info) => d.gateway.complete(req, info),
-    stream: (d, req, info) => d.gateway.completeStream(req, info),
+    once: (d, req, info) => d.operations.complete(req, info),
+    stream: (d, req, info) => d.operations.completeStream(req, info),
   });
 }

@@ -4,7 +4,7 @@
  * cost and time to first chunk.
  */
 import type { z } from 'zod';
-import type { Deps } from '../deps.ts';
+import type { GenerationDeps } from '../deps.ts';
 import type { RequestFacts, StreamResult } from '../../gateway/operations.ts';
 import { parseRequest } from '../../protocol/validate.ts';
 import type { StreamPart } from '../../protocol/stream-part.ts';
@@ -17,12 +17,12 @@ import { markRouted, markUsage, sendStream, requestFacts } from '../respond.ts';
 
 export interface GenerateRoute<Req, Full, Chunk extends StreamPart> {
   schema: z.ZodType<Req>;
-  once(deps: Deps, req: Req, info: RequestFacts): Promise<Routed<Full>>;
-  stream(deps: Deps, req: Req, info: RequestFacts): Promise<StreamResult<Chunk>>;
+  once(deps: GenerationDeps, req: Req, info: RequestFacts): Promise<Routed<Full>>;
+  stream(deps: GenerationDeps, req: Req, info: RequestFacts): Promise<StreamResult<Chunk>>;
 }
 
 export function generationHandler<Req extends { model: string; stream?: boolean | null | undefined }, Full extends { usage?: TokenUsage | null | undefined }, Chunk extends StreamPart>(
-  deps: Deps,
+  deps: GenerationDeps,
   g: GenerateRoute<Req, Full, Chunk>,
 ) {
   return async (x: Exchange): Promise<void> => {

@@ -19,7 +19,7 @@
  * answer's `x-switchyard-warnings` header (ASCII, bounded). Errors thrown here are answered in
  * Anthropic's envelope by the route table (api.ts: the `/v1/messages` area).
  */
-import type { Deps } from '../deps.ts';
+import type { GenerationDeps } from '../deps.ts';
 import type { Exchange } from '../exchange.ts';
 import type { JsonObject } from '../../backends/contract.ts';
 import type { IngressRequest } from '../../gateway/ingress.ts';
@@ -47,7 +47,7 @@ import type { SseFraming } from '../sse.ts';
 const PING_MS = 15_000;
 
 /** Translation options from the backend types the model's targets have. */
-function toChatOptions(deps: Deps, model: string): ToChatOptions {
+function toChatOptions(deps: GenerationDeps, model: string): ToChatOptions {
   const targets = Object.hasOwn(deps.config.models, model) ? (deps.config.models[model]?.targets ?? []) : [];
   const types = targets.map((t) => deps.config.backends[t.backend]?.type);
   const allLlama = types.length > 0 && types.every((t) => t === 'llamacpp');
@@ -70,7 +70,7 @@ function protocolHeaders(x: Exchange): Record<string, string> | undefined {
  * The request as the gateway runs it (gateway/ingress.ts): natively to a backend that speaks the
  * Messages API, else through chat. What a translation drops is added to `warnings`.
  */
-function ingressRequest(deps: Deps, x: Exchange, req: MessagesRequest, warnings: string[]): IngressRequest {
+function ingressRequest(deps: GenerationDeps, x: Exchange, req: MessagesRequest, warnings: string[]): IngressRequest {
   const publicModel = req.model;
   return {
     op: 'messages',
@@ -96,7 +96,7 @@ function ingressRequest(deps: Deps, x: Exchange, req: MessagesRequest, warnings:
   };
 }
 
-export function messagesHandler(deps: Deps) {
+export function messagesHandler(deps: GenerationDeps) {
   return async (x: Exchange): Promise<void> => {
     const body = await readJsonBody(x, deps.config.server.max_body_bytes);
     const req = parseMessagesRequest(body);
@@ -108,14 +108,14 @@ export function messagesHandler(deps: Deps) {
     const warnings: string[] = [];
     const ing = ingressRequest(deps, x, req, warnings);
     if (req.stream === true) {
-      const s = await deps.gateway.ingressStream(ing, info);
+      const s = await deps.operations.ingressStream(ing, info);
       // the commit point is behind us: what the translation dropped so far is known
       markRouted(x, s);
       noteWarnings(x, warnings, true);
       sendStream(deps, x, s, { framing: MESSAGES_FRAMING, warnings });
       return;
     }
-    const r = await deps.gateway.ingress(ing, info);
+    const r = await deps.operations.ingress(ing, info);
     markRouted(x, r);
     markUsage(x, usageFromMessage(r.result));
     noteWarnings(x, warnings, true);
@@ -128,13 +128,13 @@ export function messagesHandler(deps: Deps) {
  * backend, else an estimate with the gateway's tokenizer (docs/api.md); `x-switchyard-count` says
  * which. The model must exist and be one the key may use (else 404).
  */
-export function countTokensHandler(deps: Deps) {
+export function countTokensHandler(deps: GenerationDeps) {
   return async (x: Exchange): Promise<void> => {
     const body = await readJsonBody(x, deps.config.server.max_body_bytes);
     const req = parseCountTokensRequest(body);
     x.log.model = req.model;
     x.out['request-id'] = x.requestId;
-    const n = await deps.gateway.countTokens(req as unknown as JsonObject & { model: string }, messagesPrompt(req), requestFacts(x), protocolHeaders(x));
+    const n = await deps.operations.countTokens(req as unknown as JsonObject & { model: string }, messagesPrompt(req), requestFacts(x), protocolHeaders(x));
     x.out['x-switchyard-count'] = n.by;
     if (n.backend !== undefined) x.log.backend = n.backend;
     sendJson(x, 200, countTokensResponse(n.tokens), deps.config.server.send_timeout_ms);

@@ -18,7 +18,7 @@
  * gives (`error` once output began), never with a clean end. A client that goes away aborts the
  * upstream through the request's signal.
  */
-import type { Deps } from '../deps.ts';
+import type { GenerationDeps } from '../deps.ts';
 import { GatewayError, asGatewayError, invalidRequest } from '../../errors/gateway-error.ts';
 import {
   fromChat,
@@ -46,7 +46,7 @@ import { DONE, pollable, type Pollable } from '../../lib/pollable.ts';
 const OWNER_WITHOUT_KEY = 'anonymous';
 
 
-function storeOf(deps: Deps): ResponsesStore {
+function storeOf(deps: GenerationDeps): ResponsesStore {
   return deps.responses;
 }
 
@@ -74,7 +74,7 @@ function idParam(x: Exchange): string {
 // ---------------------------------------------------------------------------- create
 
 /** POST /v1/responses */
-export function createResponseHandler(deps: Deps) {
+export function createResponseHandler(deps: GenerationDeps) {
   return async (x: Exchange): Promise<void> => {
     const body = await readJsonBody(x, deps.config.server.max_body_bytes);
     const req = parseResponsesRequest(body);
@@ -111,14 +111,14 @@ export function createResponseHandler(deps: Deps) {
     // a stored response is a new object per request: served from the cache it would repeat an id
     if (req.store !== false) info.cacheControl = { noCache: true, noStore: true };
     if (req.stream === true) {
-      const s = await deps.gateway.ingressStream(ing, info);
+      const s = await deps.operations.ingressStream(ing, info);
       // the commit point is behind us: what the translation dropped so far is known
       markRouted(x, s);
       noteWarnings(x, warnings, true);
       sendStream(deps, x, s, { source: req.store === false ? s.result : keepingFinal(s.result, keep), framing: RESPONSES_FRAMING, warnings });
       return;
     }
-    const r = await deps.gateway.ingress(ing, info);
+    const r = await deps.operations.ingress(ing, info);
     markRouted(x, r);
     markUsage(x, usageFromResponse(r.result));
     noteWarnings(x, warnings, true);
@@ -252,7 +252,7 @@ function finalResponse(part: EventPart): Response | undefined {
 // ---------------------------------------------------------------------------- stored responses
 
 /** GET /v1/responses/{id} */
-export function getResponseHandler(deps: Deps) {
+export function getResponseHandler(deps: GenerationDeps) {
   return async (x: Exchange): Promise<void> => {
     const id = idParam(x);
     const rec = await storeOf(deps).get(owner(x), id);
@@ -262,7 +262,7 @@ export function getResponseHandler(deps: Deps) {
 }
 
 /** GET /v1/responses/{id}/input_items (`limit` 1–100, `order` asc|desc, `after`, `before`, as OpenAI pages them) */
-export function inputItemsHandler(deps: Deps) {
+export function inputItemsHandler(deps: GenerationDeps) {
   return async (x: Exchange): Promise<void> => {
     const id = idParam(x);
     const q = x.query();
@@ -281,7 +281,7 @@ export function inputItemsHandler(deps: Deps) {
 }
 
 /** DELETE /v1/responses/{id} */
-export function deleteResponseHandler(deps: Deps) {
+export function deleteResponseHandler(deps: GenerationDeps) {
   return async (x: Exchange): Promise<void> => {
     const id = idParam(x);
     const deleted = await storeOf(deps).delete(owner(x), id);
