@@ -10,6 +10,7 @@ import { createServer, type Server } from 'node:http';
 import { pathToFileURL } from 'node:url';
 import { ConfigError, configPathFrom, isLoopback, loadConfigFile, type LoadedConfig } from './config/load.ts';
 import type { GenerationDeps } from './http/deps.ts';
+import { answerClientError } from './http/client-error.ts';
 import { runPrimary } from './server/cluster-primary.ts';
 import { runWorker } from './server/cluster-worker.ts';
 import { Generations } from './server/generations.ts';
@@ -60,18 +61,8 @@ export async function startServer(loaded: LoadedConfig, opts: { logger?: Logger;
   server.requestTimeout = deps.config.server.request_timeout_ms;
   server.keepAliveTimeout = 65_000;
   // What Node's HTTP parser rejects (oversized headers, garbage, a timeout while sending) still
-  // gets the OpenAI error envelope instead of Node's bare status line.
-  server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
-    if (!socket.writable || (err.code === 'ECONNRESET' && socket.destroyed)) return socket.destroy();
-    const [status, message] =
-      err.code === 'HPE_HEADER_OVERFLOW'
-        ? [431, 'Request headers are too large.']
-        : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-          ? [408, 'The request was not received in time.']
-          : [400, 'The request could not be parsed as HTTP/1.1.'];
-    const body = JSON.stringify({ error: { message, type: 'invalid_request_error', param: null, code: status === 431 ? 'headers_too_large' : status === 408 ? 'request_timeout' : 'bad_request' } });
-    socket.end(`HTTP/1.1 ${status} ${status === 431 ? 'Request Header Fields Too Large' : status === 408 ? 'Request Timeout' : 'Bad Request'}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
-  });
+  // gets the error envelope instead of Node's bare status line.
+  server.on('clientError', answerClientError);
   const addr = server.address() as AddressInfo;
   // Listen first (liveness works at once), then load local models; /ready turns 200 when all settled.
   // (Remote backends were prepared above; start() reports their failures with the local ones.)

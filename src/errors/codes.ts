@@ -73,6 +73,10 @@ export const ERRORS = {
   context_length_exceeded: { ...request, status: 400 },
   model_not_supported: { ...request, status: 400 },
   invalid_pin: { ...request, status: 400 },
+  // what Node's HTTP parser refuses before a request exists (the OpenAI envelope: no route is known)
+  bad_request: { ...request, status: 400, message: 'The request could not be parsed as HTTP/1.1.' },
+  headers_too_large: { ...request, status: 431, message: 'Request headers are too large.' },
+  request_timeout: { ...request, status: 408, message: 'The request was not received in time.' },
   invalid_api_key: { ...request, status: 401, type: 'authentication_error', anthropic: 'authentication_error' },
   admin_disabled: {
     ...request,
