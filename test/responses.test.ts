@@ -283,6 +283,66 @@ keys:
     assert.equal((await call(ctx.gw, 'DELETE', `/responses/${id}`)).status, 404);
   });
 
+  test('item_reference without previous_response_id: an output item of a stored response is sent as its content', async () => {
+    const first = (await (await post(ctx.gw, { model: 'gpt-test', input: 'Tell me something.' })).json()) as Json;
+    const answer = (first.output as Json[])[0];
+    assert.equal(answer?.type, 'message');
+    const r = await post(ctx.gw, { model: 'gpt-test', store: true, input: [{ type: 'item_reference', id: answer?.id }, { role: 'user', content: 'Say it again.' }] });
+    assert.equal(r.status, 200);
+    const second = (await r.json()) as Json;
+    assert.deepEqual(chatBodies(ctx.fakeA.requests)[1]?.messages, [
+      { role: 'assistant', content: 'Hello from upstream-a' },
+      { role: 'user', content: 'Say it again.' },
+    ]);
+    // the item itself is what was stored: the conversation continues without the reference
+    const items = await call(ctx.gw, 'GET', `/responses/${String(second.id)}/input_items?order=asc`);
+    assert.equal((items.body.data as Json[])[0]?.id, answer?.id);
+    assert.deepEqual((items.body.data as Json[])[0]?.content, answer?.content);
+    const third = await post(ctx.gw, { model: 'gpt-test', input: 'Once more.', previous_response_id: second.id });
+    assert.equal(third.status, 200);
+    assert.deepEqual(
+      (chatBodies(ctx.fakeA.requests)[2]?.messages as Json[]).map((m) => [m.role, m.content]),
+      [['assistant', 'Hello from upstream-a'], ['user', 'Say it again.'], ['assistant', 'Hello from upstream-a'], ['user', 'Once more.']],
+    );
+  });
+
+  test('item_reference to an input item of a stored response (an id input_items lists)', async () => {
+    const first = (await (await post(ctx.gw, { model: 'gpt-test', input: [{ role: 'user', content: 'Remember: the code is 7421.' }] })).json()) as Json;
+    const items = await call(ctx.gw, 'GET', `/responses/${String(first.id)}/input_items`);
+    const itemId = (items.body.data as Json[])[0]?.id;
+    assert.equal(typeof itemId, 'string');
+    const r = await post(ctx.gw, { model: 'gpt-test', store: false, input: [{ type: 'item_reference', id: itemId }, { role: 'user', content: 'What is the code?' }] });
+    assert.equal(r.status, 200);
+    const sent = chatBodies(ctx.fakeA.requests)[1]?.messages as Json[];
+    assert.equal(sent.length, 2);
+    assert.equal(sent[0]?.role, 'user');
+    assert.match(JSON.stringify(sent[0]?.content), /the code is 7421/);
+    assert.equal(sent[1]?.content, 'What is the code?');
+  });
+
+  test('item_reference to another key’s item, an unknown one, or one of a deleted response: 404, before any upstream call', async () => {
+    const mine = (await (await post(ctx.gw, { model: 'gpt-test', input: 'private' })).json()) as Json;
+    const itemId = String((mine.output as Json[])[0]?.id);
+    const cases: Array<[string, string, string]> = [
+      ['another key', KEY_B, itemId],
+      ['unknown id', KEY_A, 'msg_0123456789abcdef'],
+    ];
+    for (const [what, key, id] of cases) {
+      const r = await post(ctx.gw, { model: 'gpt-test', input: [{ type: 'item_reference', id }, { role: 'user', content: 'x' }] }, key);
+      assert.equal(r.status, 404, what);
+      const body = (await r.json()) as Json;
+      assertError(body, 'input', null);
+      assert.equal((body.error as Json).message, `Item with id '${id}' not found.`, what);
+    }
+    const ok = await post(ctx.gw, { model: 'gpt-test', store: false, input: [{ id: itemId }, { role: 'user', content: 'x' }] });
+    assert.equal(ok.status, 200, 'its owner resolves it (an item without type or role is a reference)');
+    assert.equal((await call(ctx.gw, 'DELETE', `/responses/${String(mine.id)}`)).status, 200);
+    const gone = await post(ctx.gw, { model: 'gpt-test', input: [{ type: 'item_reference', id: itemId }] });
+    assert.equal(gone.status, 404);
+    assertError((await gone.json()) as Json, 'input', null);
+    assert.equal(chatBodies(ctx.fakeA.requests).length, 2, 'only the first turn and the resolved one reached the upstream');
+  });
+
   test('store: false keeps nothing', async () => {
     const r = (await (await post(ctx.gw, { model: 'gpt-test', input: 'forget me', store: false })).json()) as Json;
     assert.equal(r.store, false);

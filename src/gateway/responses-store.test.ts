@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { MemoryStore } from '../state/memory.ts';
-import { inputItemsOf, listInputItems, nextHistory, ResponsesStore, type StoredResponse } from './responses-store.ts';
+import { inputItemsOf, listInputItems, MAX_INDEXED_ITEMS, nextHistory, ResponsesStore, type StoredResponse } from './responses-store.ts';
 
 const DAY = 86_400;
 
@@ -71,18 +71,21 @@ describe('ResponsesStore (memory)', () => {
   });
 
   it('stays under maxTotalBytes by evicting the least recently used', async () => {
-    const { store, state } = setup({ maxTotalBytes: 11_000 });
-    const sizes: number[] = [];
+    // one response's bytes in the blob store: its entry and its item index entries
+    const probe = setup();
+    await probe.store.put('alice', 'resp_9', rec('resp_9', 'a', 1000));
+    const each = probe.state.blobStats().bytes;
+    const max = 4 * each + Math.floor(each / 2);
+    const { store, state } = setup({ maxTotalBytes: max });
     for (let i = 0; i < 4; i++) {
       const put = await store.put('alice', `resp_${i}`, rec(`resp_${i}`, 'a', 1000));
       assert.equal(put.stored, true);
-      sizes.push(put.bytes);
     }
-    assert.ok(sizes.reduce((a, b) => a + b) < 10_900 && sizes.reduce((a, b) => a + b) + sizes[0]! > 11_000, `entry sizes ${sizes}`);
+    assert.equal(state.blobStats().bytes, 4 * each, 'nothing evicted yet');
     // resp_0 read now: resp_1 is the least recently used
     assert.ok(await store.get('alice', 'resp_0'), 'resp_0 is there');
     await store.put('alice', 'resp_4', rec('resp_4', 'a', 1000));
-    assert.ok(state.blobStats().bytes <= 11_000, 'state.blobStats().bytes <= 11_000');
+    assert.ok(state.blobStats().bytes <= max, 'state.blobStats().bytes <= max');
     assert.equal(await store.get('alice', 'resp_1'), undefined);
     for (const id of ['resp_0', 'resp_2', 'resp_3', 'resp_4']) assert.ok(await store.get('alice', id), id);
   });
@@ -101,6 +104,70 @@ describe('ResponsesStore (memory)', () => {
     await state.cacheSet('k', 'cached answer', 60_000);
     for (let i = 0; i < 5; i++) await store.put('alice', `resp_${i}`, rec(`resp_${i}`, 'a', 2000));
     assert.equal(await state.cacheGet('k'), 'cached answer');
+  });
+});
+
+describe('ResponsesStore item index (item_reference)', () => {
+  /** A response whose input has a user message (no id: one is given) and a function call output. */
+  function turn(id: string): StoredResponse {
+    const input = [
+      { role: 'user', content: `question of ${id}` },
+      { type: 'function_call_output', id: `fco_${id}`, call_id: 'call_1', output: 'sunny' },
+      { type: 'item_reference', id: 'msg_elsewhere' },
+    ];
+    const output = [
+      { type: 'function_call', id: `fc_${id}`, call_id: `call_${id}`, name: 'f', arguments: '{}', status: 'completed' },
+      { type: 'message', id: `msg_${id}`, role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: `answer of ${id}`, annotations: [] }] },
+    ];
+    return { response: { id, object: 'response', status: 'completed', output }, inputItems: inputItemsOf(input), history: nextHistory(undefined, input, output) };
+  }
+
+  it('resolves output and input items of any stored response of the owner', async () => {
+    const { store } = setup();
+    const a = turn('resp_a');
+    await store.put('alice', 'resp_a', a);
+    await store.put('alice', 'resp_b', turn('resp_b'));
+    const userMsg = a.inputItems[0] as Record<string, unknown>;
+    const got = await store.resolveItems('alice', ['msg_resp_a', 'fc_resp_b', String(userMsg.id), 'fco_resp_a', 'msg_nope']);
+    assert.deepEqual([...got.keys()].sort(), ['fc_resp_b', 'fco_resp_a', 'msg_resp_a', String(userMsg.id)].sort());
+    assert.deepEqual(got.get('msg_resp_a'), (a.response.output as unknown[])[1]);
+    assert.deepEqual(got.get(String(userMsg.id)), userMsg);
+    assert.equal(got.has('msg_elsewhere'), false, 'an item reference is not itself an item');
+    assert.equal((await store.resolveItems('alice', [])).size, 0);
+  });
+
+  it('another owner sees nothing; delete and expiry take the items with the response', async () => {
+    const { store, state, clock } = setup({ ttlSeconds: 60 });
+    await store.put('alice', 'resp_a', turn('resp_a'));
+    await store.put('alice', 'resp_b', turn('resp_b'));
+    assert.equal((await store.resolveItems('bob', ['msg_resp_a', 'fc_resp_a'])).size, 0);
+    const before = state.blobStats().entries;
+    assert.equal(await store.delete('alice', 'resp_a'), true);
+    assert.equal(state.blobStats().entries, before - 5, 'the entry and its four index entries are gone');
+    assert.equal((await store.resolveItems('alice', ['msg_resp_a', 'fc_resp_a'])).size, 0);
+    assert.equal((await store.resolveItems('alice', ['msg_resp_b'])).size, 1);
+    clock.advance(60_000);
+    assert.equal((await store.resolveItems('alice', ['msg_resp_b'])).size, 0);
+  });
+
+  it('an item sent again in a later response points there: deleting the first keeps it resolvable', async () => {
+    const { store } = setup();
+    const a = turn('resp_a');
+    await store.put('alice', 'resp_a', a);
+    const replay = (a.response.output as Array<Record<string, unknown>>)[1]!;
+    const b: StoredResponse = { response: { id: 'resp_b', object: 'response', output: [] }, inputItems: inputItemsOf([replay]), history: [replay] };
+    await store.put('alice', 'resp_b', b);
+    assert.deepEqual((await store.resolveItems('alice', ['msg_resp_a'])).get('msg_resp_a'), replay);
+    await store.delete('alice', 'resp_a');
+    assert.equal((await store.resolveItems('alice', ['msg_resp_a'])).size, 1, 'resp_b still holds it and its pointer stayed');
+  });
+
+  it('writes at most MAX_INDEXED_ITEMS index entries per response', async () => {
+    const { store, state } = setup();
+    const input = Array.from({ length: MAX_INDEXED_ITEMS + 10 }, (_, i) => ({ role: 'user', content: `m${i}` }));
+    const r: StoredResponse = { response: { id: 'resp_big', object: 'response', output: [] }, inputItems: inputItemsOf(input), history: input };
+    await store.put('alice', 'resp_big', r);
+    assert.equal(state.blobStats().entries, 1 + MAX_INDEXED_ITEMS);
   });
 });
 

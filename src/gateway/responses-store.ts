@@ -8,8 +8,9 @@
  *   put(owner, id, rec)    → { stored: true, bytes } | { stored: false, reason: 'too_large' | 'unavailable', bytes }
  *                            (log a warning when not stored; the client's answer is unaffected)
  *   get(owner, id)         → StoredResponse | undefined   (unknown, expired, or another owner's: undefined → 404)
- *   delete(owner, id)      → true when it existed          (false → 404)
- *   Redis unreachable and the answer unknown: get/delete throw 503 `state_unavailable` (retryable).
+ *   delete(owner, id)      → true when it existed          (false → 404); its item index entries go too
+ *   resolveItems(owner, ids) → Map<id, item>                (for `item_reference`: ids absent from it → 404)
+ *   Redis unreachable and the answer unknown: get/delete/resolveItems throw 503 `state_unavailable` (retryable).
  * Helpers: `inputItemsOf(input)` (a request's `input` → items with ids, as `input_items` lists
  * them), `nextHistory(previous, input, output)` (the history to store), and
  * `listInputItems(rec, query)` (the `input_items` list object with its pagination).
@@ -19,6 +20,16 @@
  * conversation's history included) over `maxEntryBytes` is not stored; in memory all entries
  * together stay under `maxTotalBytes` (least recently used go first) and each lives `ttlSeconds`;
  * on Redis each key expires after `ttlSeconds` and the total is Redis's own `maxmemory`.
+ *
+ * Item index (`item_reference`): put() also writes, per item of the response that has an id (its
+ * output items, then its input items; item references themselves excluded; at most
+ * MAX_INDEXED_ITEMS), a small blob `ritem:<owner>:<item id>` → the response id, with the same TTL
+ * and in the same blob store, so in memory it counts against the same `maxTotalBytes` (and may be
+ * evicted like an entry) and on Redis against `maxmemory`. resolveItems() reads the index, then
+ * the responses it names, and takes the item from the response itself: an item lives exactly as long
+ * as a response that holds it (deleted, expired or evicted → unknown), and an owner only sees its own
+ * index. An id held by several responses (an item sent again as input) points to the latest one
+ * stored. Lookups are issued together (concurrent commands: one round trip on Redis).
  */
 import { randomHex } from '../lib/random-id.ts';
 import type { StateStore } from '../state/store.ts';
@@ -52,6 +63,29 @@ interface StoredEntry {
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
+/** Most items of one response written to the item index (output items first, then input items). */
+export const MAX_INDEXED_ITEMS = 1000;
+
+interface IndexEntry {
+  v: 1;
+  owner: string;
+  response_id: string;
+}
+
+/** The items of a stored response that `item_reference` may name: output first, then input; references excluded. */
+function indexedItems(rec: StoredResponse): Array<Record<string, unknown> & { id: string }> {
+  const out: Array<Record<string, unknown> & { id: string }> = [];
+  const seen = new Set<string>();
+  const output = Array.isArray(rec.response.output) ? rec.response.output : [];
+  for (const it of [...output, ...rec.inputItems]) {
+    if (out.length >= MAX_INDEXED_ITEMS) break;
+    if (!isRecord(it) || typeof it.id !== 'string' || it.id === '' || it.type === 'item_reference' || seen.has(it.id)) continue;
+    seen.add(it.id);
+    out.push(it as Record<string, unknown> & { id: string });
+  }
+  return out;
+}
+
 export class ResponsesStore {
   constructor(
     private readonly store: StateStore,
@@ -65,12 +99,58 @@ export class ResponsesStore {
     return `resp:${encodeURIComponent(owner)}:${id}`;
   }
 
+  /** Item index key: `ritem:<owner>:<item id>` (owner escaped as in `key`). */
+  private itemKey(owner: string, itemId: string): string {
+    return `ritem:${encodeURIComponent(owner)}:${itemId}`;
+  }
+
   async put(owner: string, id: string, rec: StoredResponse): Promise<PutResult> {
     const value = JSON.stringify({ v: 1, owner, response: rec.response, input_items: rec.inputItems, history: rec.history } satisfies StoredEntry);
     const bytes = Buffer.byteLength(value);
     if (bytes > this.opts.maxEntryBytes) return { stored: false, reason: 'too_large', bytes };
-    const ok = await this.store.blobSet(this.key(owner, id), value, this.opts.ttlSeconds * 1000);
-    return ok ? { stored: true, bytes } : { stored: false, reason: 'unavailable', bytes };
+    const ttlMs = this.opts.ttlSeconds * 1000;
+    const ok = await this.store.blobSet(this.key(owner, id), value, ttlMs);
+    if (!ok) return { stored: false, reason: 'unavailable', bytes };
+    // after the entry: in memory the index entries are then evicted after it, never before
+    const pointer = JSON.stringify({ v: 1, owner, response_id: id } satisfies IndexEntry);
+    await Promise.all(indexedItems(rec).map((it) => this.store.blobSet(this.itemKey(owner, it.id), pointer, ttlMs)));
+    return { stored: true, bytes };
+  }
+
+  /** The response id an owner's item index names for an item id. */
+  private async pointer(owner: string, itemId: string): Promise<string | undefined> {
+    const raw = await this.store.blobGet(this.itemKey(owner, itemId));
+    if (raw === undefined) return undefined;
+    try {
+      const r: unknown = JSON.parse(raw);
+      return isRecord(r) && r.v === 1 && r.owner === owner && typeof r.response_id === 'string' ? r.response_id : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /**
+   * The items of this owner's stored responses named by `ids` (for `item_reference`), taken from the
+   * response that holds them. An id that is unknown, expired, deleted or another owner's is absent.
+   */
+  async resolveItems(owner: string, ids: readonly string[]): Promise<Map<string, Record<string, unknown>>> {
+    const found = new Map<string, Record<string, unknown>>();
+    const unique = [...new Set(ids)];
+    if (unique.length === 0) return found;
+    const pointers = await Promise.all(unique.map((itemId) => this.pointer(owner, itemId)));
+    const responseIds = [...new Set(pointers.filter((p): p is string => p !== undefined))];
+    const recs = await Promise.all(responseIds.map((rid) => this.get(owner, rid)));
+    const byResponse = new Map<string, Map<string, Record<string, unknown>>>();
+    responseIds.forEach((rid, i) => {
+      const rec = recs[i];
+      if (rec) byResponse.set(rid, new Map(indexedItems(rec).map((it) => [it.id, it])));
+    });
+    unique.forEach((itemId, i) => {
+      const rid = pointers[i];
+      const item = rid === undefined ? undefined : byResponse.get(rid)?.get(itemId);
+      if (item) found.set(itemId, item);
+    });
+    return found;
   }
 
   async get(owner: string, id: string): Promise<StoredResponse | undefined> {
@@ -88,8 +168,29 @@ export class ResponsesStore {
     return { response: r.response, inputItems: r.input_items, history: r.history };
   }
 
-  delete(owner: string, id: string): Promise<boolean> {
-    return this.store.blobDelete(this.key(owner, id));
+  async delete(owner: string, id: string): Promise<boolean> {
+    let rec: StoredResponse | undefined;
+    try {
+      rec = await this.get(owner, id);
+    } catch {
+      // unreadable now: the index entries stay, and point to nothing once the entry is gone
+    }
+    const deleted = await this.store.blobDelete(this.key(owner, id));
+    if (rec) await this.unindex(owner, id, indexedItems(rec).map((it) => it.id));
+    return deleted;
+  }
+
+  /** Removes the index entries that still point to response `id` (another response may hold the item since). */
+  private async unindex(owner: string, id: string, itemIds: readonly string[]): Promise<void> {
+    await Promise.all(
+      itemIds.map(async (itemId) => {
+        try {
+          if ((await this.pointer(owner, itemId)) === id) await this.store.blobDelete(this.itemKey(owner, itemId));
+        } catch {
+          // best effort: a pointer left behind names a response that no longer exists (unknown)
+        }
+      }),
+    );
   }
 }
 

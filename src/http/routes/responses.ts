@@ -62,6 +62,33 @@ function previousNotFound(id: string): GatewayError {
   return invalidRequest(`Previous response with id '${id}' not found.`, 'previous_response_id', 'previous_response_not_found');
 }
 
+/** OpenAI's answer for an `item_reference` to an unknown, expired, deleted or another key's item. */
+function itemNotFound(id: string): GatewayError {
+  return new GatewayError('item_not_found', `Item with id '${id}' not found.`, { param: 'input' });
+}
+
+/** The ids of the request's `item_reference` input items (an item without `type` or `role` is one), in order. */
+function referenceIds(input: ResponsesRequest['input']): string[] {
+  if (!Array.isArray(input)) return [];
+  const ids: string[] = [];
+  for (const item of input) {
+    if (!isItem(item)) continue;
+    const type = item.type ?? ('role' in item ? 'message' : 'item_reference');
+    if (type === 'item_reference' && typeof item.id === 'string') ids.push(item.id);
+  }
+  return ids;
+}
+
+/** The request's input with each `item_reference` replaced by the item it names (all resolved by then). */
+function expandReferences(input: ResponsesRequest['input'], resolve: (id: string) => InputItem | undefined): ResponsesRequest['input'] {
+  if (!Array.isArray(input)) return input;
+  return input.map((item) => {
+    if (!isItem(item) || typeof item.id !== 'string') return item;
+    const type = item.type ?? ('role' in item ? 'message' : 'item_reference');
+    return type === 'item_reference' ? (resolve(item.id) ?? item) : item;
+  });
+}
+
 /** OpenAI's answer for an unknown, expired or another key's response id. */
 function responseNotFound(id: string): GatewayError {
   return new GatewayError('item_not_found', `Response with id '${id}' not found.`);
@@ -88,10 +115,27 @@ export function createResponseHandler(deps: GenerationDeps) {
       if (!previous) throw previousNotFound(req.previous_response_id);
     }
     const history = (previous?.history ?? []).filter(isItem);
+    // item_reference: the previous response's conversation first, then this key's stored items (one
+    // batched lookup, only when the input has references the conversation does not answer)
+    const byId = new Map<string, InputItem>();
+    for (const item of history) if (typeof item.id === 'string') byId.set(item.id, item);
+    const refs = referenceIds(req.input);
+    if (refs.length > 0) {
+      const missing = refs.filter((id) => !byId.has(id));
+      const found = missing.length > 0 ? await storeOf(deps).resolveItems(who, missing) : new Map<string, Record<string, unknown>>();
+      for (const id of missing) {
+        const item = found.get(id);
+        if (!item) throw itemNotFound(id);
+        byId.set(id, item as InputItem);
+      }
+    }
+    // what is stored and sent natively: the references replaced by their items, so a later turn or
+    // another target never depends on them again
+    const input = refs.length > 0 ? expandReferences(req.input, (id) => byId.get(id)) : req.input;
     const ctx: ResponseContext = { id: newResponseId(), createdAt: Math.floor(Date.now() / 1000), model: req.model, request: req };
     const keep = async (response: Response): Promise<void> => {
       if (req.store === false) return;
-      const rec: StoredResponse = { response: response as unknown as Record<string, unknown>, inputItems: inputItemsOf(req.input), history: nextHistory(previous, req.input, response.output) };
+      const rec: StoredResponse = { response: response as unknown as Record<string, unknown>, inputItems: inputItemsOf(input), history: nextHistory(previous, input, response.output) };
       // a native upstream names its own responses: the client continues from the id it was given
       const id = typeof response.id === 'string' && response.id !== '' ? response.id : ctx.id;
       let why: string;
@@ -106,7 +150,7 @@ export function createResponseHandler(deps: GenerationDeps) {
       deps.logger.warn('response not stored', { request_id: x.requestId, reason: why });
     };
     const warnings: string[] = [];
-    const ing = ingressRequest(req, ctx, history, warnings);
+    const ing = ingressRequest(req, ctx, history, { input, byId }, warnings);
     const info = requestFacts(x);
     // a stored response is a new object per request: served from the cache it would repeat an id
     if (req.store !== false) info.cacheControl = { noCache: true, noStore: true };
@@ -130,19 +174,26 @@ export function createResponseHandler(deps: GenerationDeps) {
 /**
  * The request as the gateway runs it (gateway/ingress.ts). A native backend gets the client's
  * body with `previous_response_id` expanded from the gateway's own store (the conversation's items
- * ahead of this input), so a conversation continues on any target; a translating one gets the
- * canonical chat request. What a translation drops is added to `warnings`.
+ * ahead of this input) and each `item_reference` replaced by its stored item (`refs.input`), so a
+ * conversation continues on any target and the upstream never needs the gateway's ids; a
+ * translating one gets the canonical chat request, references resolved through `refs.byId`. What
+ * a translation drops is added to `warnings`.
  */
-function ingressRequest(req: ResponsesRequest, ctx: ResponseContext, history: readonly InputItem[], warnings: string[]): IngressRequest {
+function ingressRequest(
+  req: ResponsesRequest,
+  ctx: ResponseContext,
+  history: readonly InputItem[],
+  refs: { input: ResponsesRequest['input']; byId: ReadonlyMap<string, InputItem> },
+  warnings: string[],
+): IngressRequest {
   let nativeBody = req as unknown as IngressRequest['body'];
-  if (req.previous_response_id) {
-    const input = typeof req.input === 'string' ? [{ type: 'message', role: 'user', content: req.input }] : (req.input ?? []);
+  if (req.previous_response_id || refs.input !== req.input) {
+    const input = typeof refs.input === 'string' ? [{ type: 'message', role: 'user', content: refs.input }] : (refs.input ?? []);
     const expanded: Record<string, unknown> = { ...req, input: [...history, ...input] };
     delete expanded.previous_response_id;
     nativeBody = expanded as IngressRequest['body'];
   }
-  const byId = new Map<string, InputItem>();
-  for (const item of history) if (typeof item.id === 'string') byId.set(item.id, item);
+  const byId = refs.byId;
   const maxOut = typeof req.max_output_tokens === 'number' ? req.max_output_tokens : undefined;
   return {
     op: 'responses',
@@ -156,13 +207,13 @@ function ingressRequest(req: ResponsesRequest, ctx: ResponseContext, history: re
     fromChat: (completion) => fromChat(completion, ctx) as unknown as JsonObject,
     translator: () => new ResponsesStream(ctx),
     usageOf: (answer) => usageFromResponse(answer),
-    prompt: responsesPrompt(req, history),
+    prompt: responsesPrompt(req, history, refs.input),
     maxOutputTokens: maxOut,
   };
 }
 
 /** The texts of a request's instructions and input (and the stored conversation), for the token reservation. */
-function responsesPrompt(req: ResponsesRequest, history: readonly InputItem[]): IngressRequest['prompt'] {
+function responsesPrompt(req: ResponsesRequest, history: readonly InputItem[], input: ResponsesRequest['input']): IngressRequest['prompt'] {
   const texts: string[] = [];
   if (typeof req.instructions === 'string') texts.push(req.instructions);
   const walk = (v: unknown): void => {
@@ -174,8 +225,8 @@ function responsesPrompt(req: ResponsesRequest, history: readonly InputItem[]): 
     }
   };
   walk(history);
-  walk(req.input);
-  return { texts, fixed: 3 * (history.length + (Array.isArray(req.input) ? req.input.length : 1)) };
+  walk(input);
+  return { texts, fixed: 3 * (history.length + (Array.isArray(input) ? input.length : 1)) };
 }
 
 /**

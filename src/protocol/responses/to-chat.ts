@@ -165,7 +165,7 @@ class Translator {
         }
         const found = this.opts.resolveItem(id);
         if (!found) {
-          throw new GatewayError('item_not_found', `Item with id '${id}' not found.`, { param });
+          throw new GatewayError('item_not_found', `Item with id '${id}' not found.`, { param: 'input' });
         }
         return this.item(found, param, true);
       }
