@@ -102,6 +102,41 @@ models:
     assert.ok(input.some((i) => i.type === 'message' && i.role === 'assistant'), 'the first answer is in the history');
   });
 
+  test('item_reference with a native backend: the gateway writes the stored item into the body it sends', async () => {
+    resp.reset();
+    chat.reset();
+    // one item stored from a native answer (the upstream's id), one from a translated answer (the gateway's)
+    const native = await openai.responses.create({ model: 'native-first', input: 'first question' });
+    const translated = await openai.responses.create({ model: 'translated-first', input: 'second question' });
+    const nativeItem = native.output[0];
+    const translatedItem = translated.output[0];
+    assert.ok(nativeItem?.type === 'message' && translatedItem?.type === 'message');
+    const r = await openai.responses.create({
+      model: 'native-first',
+      store: false,
+      input: [
+        { type: 'item_reference', id: nativeItem.id },
+        { type: 'item_reference', id: translatedItem.id },
+        { role: 'user', content: 'and now?' },
+      ],
+    });
+    assert.equal(r.status, 'completed');
+    const sent = lastBody(resp.requests).input as Json[];
+    assert.equal(sent.length, 3);
+    assert.deepEqual(sent[0], nativeItem as unknown as Json);
+    assert.deepEqual(sent[1], translatedItem as unknown as Json);
+    assert.equal((sent[1]?.content as Json[])[0]?.text, 'Hello from chat-up');
+    assert.ok(!sent.some((i) => i.type === 'item_reference'), 'no reference reaches the upstream');
+    const unknown = await fetch(`${gw.baseURL}/responses`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'native-first', input: [{ type: 'item_reference', id: 'msg_unknown' }] }),
+    });
+    assert.equal(unknown.status, 404);
+    assert.deepEqual(await unknown.json(), { error: { message: "Item with id 'msg_unknown' not found.", type: 'invalid_request_error', param: 'input', code: null } });
+    assert.equal(resp.requests.length, 2, 'the unknown reference never reached the upstream');
+  });
+
   test('Responses failover before content: a native 503 is served by the translated target, and back', async () => {
     resp.reset();
     chat.reset();

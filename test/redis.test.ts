@@ -30,6 +30,7 @@ const skip = !hasRedis && !process.env.CI ? 'redis-server is not installed (apt-
 
 const KEY = 'sk-gw-shared-limits-001';
 const FREE = 'sk-gw-shared-free-002';
+const OTHER = 'sk-gw-shared-other-003';
 
 async function until(what: string, f: () => Promise<boolean>, ms = 15_000): Promise<void> {
   const end = Date.now() + ms;
@@ -150,6 +151,7 @@ routing: { retry: { max_retries: 0 } }
 keys:
   - { name: limited, key: "${KEY}", limits: { rpm: 3 } }
   - { name: free, key: "${FREE}", cache_namespace: shared-test }
+  - { name: other, key: "${OTHER}" }
 cache: { enabled: true, ttl_seconds: 120 }
 state: { store: redis, url: "redis://127.0.0.1:${redis.port}", key_prefix: "sy-test-${process.pid}:", on_unavailable: open, command_timeout_ms: 300 }
 `,
@@ -205,6 +207,28 @@ state: { store: redis, url: "redis://127.0.0.1:${redis.port}", key_prefix: "sy-t
       return b.response.headers.get('x-switchyard-cache') === 'hit' && JSON.stringify(b.data) === JSON.stringify(a.data);
     });
     assert.equal(up.requests.length - before, 1);
+  });
+
+  it('item_reference: an item stored by one replica resolves on the other, for its key only, until DELETE', async () => {
+    const first = await client(g1 as Proc, FREE).responses.create({ model: 'chat', input: `remember this ${Date.now()}` });
+    const item = first.output[0];
+    assert.ok(item?.type === 'message');
+    const before = up.requests.length;
+    const second = await client(g2 as Proc, FREE).responses.create({
+      model: 'chat',
+      store: false,
+      input: [{ type: 'item_reference', id: item.id }, { role: 'user', content: 'repeat it' }],
+    });
+    assert.equal(second.status, 'completed');
+    const sent = up.requests.slice(before).find((r) => r.path === '/v1/chat/completions')?.body as { messages?: unknown };
+    assert.deepEqual(sent?.messages, [
+      { role: 'assistant', content: first.output_text },
+      { role: 'user', content: 'repeat it' },
+    ]);
+    const refer = (g: Proc, key: string) => client(g, key).responses.create({ model: 'chat', input: [{ type: 'item_reference', id: item.id }] });
+    await assert.rejects(refer(g2 as Proc, OTHER), (e: unknown) => e instanceof OpenAI.NotFoundError && e.param === 'input' && e.message.includes(item.id));
+    await client(g2 as Proc, FREE).responses.delete(first.id);
+    await assert.rejects(refer(g1 as Proc, FREE), (e: unknown) => e instanceof OpenAI.NotFoundError && e.param === 'input');
   });
 
   it('Redis dies: both keep serving from local state and /ready says degraded (200); Redis returns: they recover', async () => {

@@ -142,6 +142,23 @@ describe('stored responses on redis', { skip }, () => {
     assert.equal(await raw!.exists(`${PREFIX}b:resp:alice:resp_big`), 0);
   });
 
+  it('item_reference index: one replica stores, another resolves; per owner, under the prefix, with the TTL, gone with DELETE', async () => {
+    const one = new ResponsesStore(a!, { ...OPTS, ttlSeconds: 3600 });
+    const two = new ResponsesStore(b!, OPTS);
+    const r = rec('resp_items', 'indexed answer');
+    await one.put('alice', 'resp_items', r);
+    const inputId = String((r.inputItems[0] as Record<string, unknown>).id);
+    const got = await two.resolveItems('alice', ['msg_resp_items', inputId, 'msg_nope']);
+    assert.deepEqual([...got.keys()].sort(), ['msg_resp_items', inputId].sort());
+    assert.equal(((got.get('msg_resp_items')?.content as Array<Record<string, unknown>>)[0])?.text, 'indexed answer');
+    assert.equal((await two.resolveItems('bob', ['msg_resp_items', inputId])).size, 0, 'another owner sees nothing');
+    const pttl = await raw!.pttl(`${PREFIX}b:ritem:alice:msg_resp_items`);
+    assert.ok(pttl > 0 && pttl <= 3_600_000, `pttl ${pttl}`);
+    assert.equal(await two.delete('alice', 'resp_items'), true);
+    assert.equal((await one.resolveItems('alice', ['msg_resp_items', inputId])).size, 0);
+    assert.equal(await raw!.exists(`${PREFIX}b:ritem:alice:msg_resp_items`, `${PREFIX}b:ritem:alice:${inputId}`), 0, 'the index entries were deleted');
+  });
+
   it('Redis down (open): kept in this replica meanwhile; an answer only Redis has is a 503, not a 404', async () => {
     const one = new ResponsesStore(a!, OPTS);
     await one.put('alice', 'resp_before', rec('resp_before'));
@@ -152,6 +169,7 @@ describe('stored responses on redis', { skip }, () => {
     assert.ok(await one.get('alice', 'resp_during'), 'resp_during is there');
     await assert.rejects(one.get('alice', 'resp_before'), isUnavailable);
     await assert.rejects(one.delete('alice', 'resp_before'), isUnavailable);
+    await assert.rejects(one.resolveItems('alice', ['msg_resp_before']), isUnavailable, 'unknown is not the same as not found');
     server = await startRedis(port, dir);
     await until('the store recovers', () => a!.status().state === 'ok');
     // kept locally while Redis was down, still found after it is back
