@@ -16,6 +16,7 @@ import { after, before, describe, it } from 'node:test';
 const root = join(import.meta.dirname, '..');
 const KEY_LIMITED = 'sk-limited-0123456789';
 const KEY_FREE = 'sk-free-0123456789';
+const KEY_ADMIN = 'sk-admin-0123456789';
 const RPM = 6;
 
 const yaml = (extraModel = ''): string => `
@@ -31,7 +32,7 @@ keys:
   - { name: limited, key: "${KEY_LIMITED}", limits: { rpm: ${RPM} } }
   - { name: free, key: "${KEY_FREE}" }
 cache: { enabled: true }
-admin: { public_metrics: true }
+admin: { public_metrics: true, key: "${KEY_ADMIN}" }
 `;
 
 interface Reply {
@@ -186,6 +187,26 @@ describe('server.workers: 2', { timeout: 180_000 }, () => {
       assert.equal(now.n - before.n, K, `asked of worker ${now.worker}`);
     }
     assert.equal(askedOf.size, 2, 'both workers answered /metrics with the same sum');
+  });
+
+  it('/status, asked of either worker, shows both workers', async () => {
+    const pids = workerPids(g);
+    const askedOf = new Set<number>();
+    for (let i = 0; i < 10 && askedOf.size < 2; i++) {
+      const r = await send(g.url, 'GET', '/status', undefined, KEY_ADMIN);
+      assert.equal(r.status, 200);
+      const report = JSON.parse(r.body) as { extras: { workers?: Array<{ worker: number; pid: number; state: string; in_flight: number; breakers: unknown[] }> } };
+      const list = report.extras.workers ?? [];
+      assert.deepEqual(list.map((w) => w.worker), [0, 1]);
+      assert.deepEqual(list.map((w) => w.pid), [pids.get(0), pids.get(1)]);
+      assert.ok(list.every((w) => w.state === 'serving' && typeof w.in_flight === 'number' && Array.isArray(w.breakers)));
+      const [worker] = await workersOf(g, [String(r.headers['x-request-id'])]);
+      askedOf.add(worker ?? -1);
+    }
+    assert.equal(askedOf.size, 2, 'both workers answered /status with both workers');
+    const page = await send(g.url, 'GET', '/', undefined, KEY_ADMIN);
+    assert.match(page.body, /<h2>workers<\/h2>/);
+    assert.match(page.body, new RegExp(`<td class="num">${pids.get(1)}</td>`));
   });
 
   it('SIGHUP: every worker applies the new configuration', async () => {

@@ -20,6 +20,7 @@ import { serveStateOp, type StateOp } from '../state/ipc.ts';
 import { MemoryStore } from '../state/memory.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { aggregateMetrics } from './cluster-metrics.ts';
+import type { WorkerSummary } from './cluster-status.ts';
 import { Rpc } from './cluster-rpc.ts';
 import type { ReloadResult } from './generations.ts';
 import { storeIdentity } from './services.ts';
@@ -98,6 +99,13 @@ export function runPrimary(opts: PrimaryOptions): void {
           if (!announced && slots.every((s) => s.listening)) announce();
         },
         state: (o) => serveStateOp(sharedStore(), o as StateOp),
+        status: async (): Promise<WorkerSummary[]> =>
+          Promise.all(
+            slots.map(async (s): Promise<WorkerSummary> => {
+              const answer = s.listening ? ((await s.rpc?.call('localStatus', undefined, 5000).catch(() => undefined)) as WorkerSummary | undefined) : undefined;
+              return answer ?? { worker: s.index, pid: s.worker?.process.pid ?? null, state: s.worker ? 'starting' : 'restarting', restarts: s.crashes };
+            }),
+          ).then((list) => list.map((w) => ({ ...w, restarts: slots[w.worker]?.crashes ?? 0 }))),
         metrics: async () => {
           const parts = await Promise.all(live().map((s) => s.rpc?.call('localMetrics', undefined, 5000).catch(() => undefined)));
           return aggregateMetrics(parts.filter((p) => p !== undefined));

@@ -11,6 +11,7 @@ import { IpcStore, type StateOp } from '../state/ipc.ts';
 import type { LogFields, Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { localMetrics } from './cluster-metrics.ts';
+import { workerSummary, type WorkerSummary } from './cluster-status.ts';
 import { Rpc } from './cluster-rpc.ts';
 import type { ReloadResult, Generations } from './generations.ts';
 import { useSharedMemoryStore } from './services.ts';
@@ -63,6 +64,7 @@ export function runWorker(start: WorkerStart, index: number): void {
         return running.generations.reload(payload as LoadedConfig);
       },
       localMetrics: async () => (running ? localMetrics(running.deps.metrics.registry) : []),
+      localStatus: async (): Promise<WorkerSummary | undefined> => (running ? workerSummary(index, running.generations.deps, Date.now()) : undefined),
     },
   );
   process.on('message', (m: unknown) => rpc.receive(m));
@@ -82,6 +84,7 @@ export function runWorker(start: WorkerStart, index: number): void {
       process.exit(1);
     }
     running.deps.metrics.renderWith(async () => (await rpc.call('metrics', undefined, 10_000)) as { contentType: string; body: string });
+    running.generations.addStatusSection('workers', async () => (await rpc.call('status', undefined, 10_000)) as WorkerSummary[]);
     await rpc.call('listening', process.pid);
   })().catch(() => process.exit(1));
 

@@ -50,6 +50,8 @@ export class Generations {
   private readonly lifecycle: GenerationDeps['lifecycle'] = { ready: false, draining: false };
   private readonly traffic: GenerationDeps['traffic'] = { inFlight: 0 };
   private readonly startedAt = Date.now();
+  /** /status sections that outlive a generation (e.g. the workers' summaries), added to each one's */
+  private readonly sections: Record<string, () => unknown> = {};
   private reloading: Promise<ReloadResult> | undefined;
 
   constructor(
@@ -124,11 +126,18 @@ export class Generations {
       lifecycle: this.lifecycle,
       traffic: this.traffic,
       statusExtras: {
+        ...this.sections,
         cache: () => cacheSection(this.metrics, config.cache.enabled, { coalesced: () => services.cache?.stats.coalesced, entries: () => services.store.cacheEntries?.() }),
         keys: () => keysSection(config, services.store, Date.now(), (key) => services.limiter.leasesHeld(key)),
       },
     };
     return { deps, listener: createListener(deps), services, loaded };
+  }
+
+  /** Adds a /status section to the current generation and every later one. */
+  addStatusSection(name: string, section: () => unknown): void {
+    this.sections[name] = section;
+    (this.gen.deps.statusExtras ??= {})[name] = section;
   }
 
   /**

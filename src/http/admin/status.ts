@@ -234,9 +234,35 @@ function genericTable(name: string, v: unknown): string {
   return `<h2>${esc(name)}</h2>\n<table><tbody>${rows.join('\n')}</tbody></table>`;
 }
 
+interface WorkerRow {
+  worker: number;
+  pid: number | null;
+  state: string;
+  restarts: number;
+  uptime_s?: number;
+  in_flight?: number;
+  breakers?: Array<{ backend: string; model: string; state: string }>;
+}
+const isWorkers = (v: unknown): v is WorkerRow[] => Array.isArray(v) && v.every((w) => typeof w === 'object' && w !== null && 'worker' in w && 'state' in w);
+
+/** server.workers > 1: one row per worker. */
+function workersTable(list: WorkerRow[]): string {
+  const rows = list.map((w) => {
+    const notClosed = (w.breakers ?? []).map((b) => `${b.backend}/${b.model}: ${b.state.replace('_', '-')}`).join(', ');
+    return `<tr><td class="num">${esc(w.worker)}</td><td class="num">${esc(w.pid)}</td><td class="${w.state === 'serving' ? 'ok' : 'warn'}">${esc(w.state)}</td><td class="num">${esc(w.uptime_s)}</td><td class="num">${esc(w.in_flight)}</td><td class="num">${esc(w.restarts)}</td><td class="${notClosed ? 'warn' : ''}">${notClosed ? esc(notClosed) : 'all closed'}</td></tr>`;
+  });
+  return `<h2>workers</h2>
+<table class="workers">
+<thead><tr><th>worker</th><th>pid</th><th>state</th><th>up s</th><th>in flight</th><th>restarts</th><th>breakers (this worker's)</th></tr></thead>
+<tbody>${rows.join('\n')}</tbody>
+</table>`;
+}
+
 function extrasHtml(extras: Record<string, unknown>): string {
   return Object.entries(extras)
-    .map(([k, v]) => (k === 'cache' && isCache(v) ? cacheTable(v) : k === 'keys' && isKeys(v) ? keysTable(v) : genericTable(k, v)))
+    .map(([k, v]) =>
+      k === 'cache' && isCache(v) ? cacheTable(v) : k === 'keys' && isKeys(v) ? keysTable(v) : k === 'workers' && isWorkers(v) ? workersTable(v) : genericTable(k, v),
+    )
     .join('\n');
 }
 
