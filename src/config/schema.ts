@@ -212,6 +212,11 @@ export const routingSchema = z.strictObject({
   /** An upstream retry-after longer than this moves on to the next target instead of waiting. */
   max_retry_wait_ms: z.int().min(0).default(10_000),
   breaker: breakerSchema.default(breakerSchema.parse({})),
+  /**
+   * One breaker and latency score per target across replicas (through state.store) and workers,
+   * instead of one per process (docs/operations.md "Shared breakers").
+   */
+  shared_health: z.boolean().default(false),
   /** latency policy: chance that a random other target goes first, so recovery is noticed. */
   explore_rate: z.number().min(0).max(1).default(0.05),
   /** latency policy: an estimate older than this counts as unknown (and gets re-measured). */

@@ -143,6 +143,9 @@ export interface TargetReport {
 }
 
 const MAX_MESSAGE = 500;
+/** Weight of a new sample in the latency score, and the smallest penalty sample of a failure. */
+export const EWMA_ALPHA = 0.3;
+export const FAILURE_PENALTY_MS = 10_000;
 
 export class TargetStats {
   private readonly ttft: Ewma;
@@ -155,8 +158,8 @@ export class TargetStats {
   private lastError: LastError | null = null;
 
   constructor(
-    alpha = 0.3,
-    private readonly penaltyMs = 10_000,
+    alpha = EWMA_ALPHA,
+    private readonly penaltyMs = FAILURE_PENALTY_MS,
     windowMs = 300_000,
     ringSize = 256,
   ) {

@@ -7,6 +7,7 @@
  * node:cluster opens) is the caller's: `call` sends one operation and resolves with its result.
  */
 import type { MemoryStore } from './memory.ts';
+import type { HealthOp, HealthSettings, HealthView } from './shared-health.ts';
 import type { AdmitRequest, AdmitResult, StateStore, StoreStatus, Ticket } from './store.ts';
 
 /** One store operation as it travels to the primary. */
@@ -20,7 +21,8 @@ export type StateOp =
   | { op: 'blobGet'; key: string }
   | { op: 'blobSet'; key: string; value: string; ttlMs: number }
   | { op: 'blobDelete'; key: string }
-  | { op: 'blobLimit'; maxBytes: number };
+  | { op: 'blobLimit'; maxBytes: number }
+  | { op: 'health'; ops: HealthOp[]; settings: HealthSettings };
 
 /** The answer: the operation's result and the number of cached entries held now (for /status). */
 export interface StateAnswer {
@@ -56,6 +58,8 @@ function run(store: MemoryStore, o: StateOp): Promise<unknown> | unknown {
       return store.blobDelete(o.key);
     case 'blobLimit':
       return store.blobLimit(o.maxBytes);
+    case 'health':
+      return store.healthSync(o.ops, o.settings);
     default: {
       const never: never = o;
       throw new Error(`unknown state operation ${JSON.stringify(never)}`);
@@ -110,6 +114,10 @@ export class IpcStore implements StateStore {
 
   async blobDelete(key: string): Promise<boolean> {
     return (await this.ask({ op: 'blobDelete', key })) as boolean;
+  }
+
+  async health(ops: HealthOp[], settings: HealthSettings): Promise<HealthView[]> {
+    return (await this.ask({ op: 'health', ops, settings })) as HealthView[];
   }
 
   blobLimit(maxBytes: number): void {

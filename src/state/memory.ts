@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { BlobLru } from './blob-lru.ts';
 import { gcra, gcraAdjust } from './gcra.ts';
+import { SharedHealthTable, type HealthOp, type HealthSettings, type HealthView } from './shared-health.ts';
 import {
   LEASE_TTL_MS,
   WINDOW_MS,
@@ -205,6 +206,18 @@ export class MemoryStore implements StateStore {
 
   cacheEntries(): number {
     return this.cache.size;
+  }
+
+  private healthTable: SharedHealthTable | undefined;
+
+  /** Shared target health for this process's generations, or for cluster workers over IPC. */
+  healthSync(ops: HealthOp[], settings: HealthSettings): HealthView[] {
+    this.healthTable ??= new SharedHealthTable();
+    return this.healthTable.apply(ops, settings, this.now());
+  }
+
+  async health(ops: HealthOp[], settings: HealthSettings): Promise<HealthView[]> {
+    return this.healthSync(ops, settings);
   }
 
   status(): StoreStatus {

@@ -110,3 +110,145 @@ end
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))
 return 1
 `;
+
+/**
+ * The shared breaker and latency score of one target (state/shared-health.ts has the rules and the
+ * TypeScript twin the memory store runs).
+ * KEYS: health hash, probe lease. ARGV: failure rate, min requests, window ms, consecutive failures,
+ *       open ms, max open ms, alpha, penalty ms, lease ms, key ttl ms, owner, then events as triples
+ *       (kind, total ms|'', ttft ms|'').
+ * Returns: state (0 closed, 1 open, 2 half-open), remaining ms, open ms, ok, fail, probe (0 none,
+ *          1 mine, 2 other), total, ttft ('' when unknown), samples, age ms (-1 when none).
+ */
+export const HEALTH = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local H, P = KEYS[1], KEYS[2]
+local rate, minreq, window = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local consec, open0, maxopen = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local alpha, penalty, leasems, ttl, owner = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11]
+local width = window / 10
+local raw = redis.call('HGETALL', H)
+local h = {}
+for i = 1, #raw, 2 do h[raw[i]] = raw[i + 1] end
+local until_ = tonumber(h['until'] or '0')
+local openms = tonumber(h['ms'] or open0)
+local cons = tonumber(h['cons'] or '0')
+local total = tonumber(h['lt'] or '')
+local ttft = tonumber(h['lf'] or '')
+local samples = tonumber(h['ln'] or '0')
+local observed = tonumber(h['la'] or '')
+local buckets = {}
+for k, v in pairs(h) do
+  local kind, n = string.match(k, '^([of]):(%-?%d+)$')
+  if kind then
+    n = tonumber(n)
+    buckets[n] = buckets[n] or {0, 0}
+    if kind == 'o' then buckets[n][1] = tonumber(v) else buckets[n][2] = tonumber(v) end
+  end
+end
+local dirty = false
+local leaseOwner = redis.call('GET', P)
+local function clearBuckets()
+  for n, _ in pairs(buckets) do redis.call('HDEL', H, 'o:' .. n, 'f:' .. n) end
+  buckets = {}
+end
+local function totals()
+  local ok, fail = 0, 0
+  for n, b in pairs(buckets) do
+    if (n + 1) * width <= now - window then
+      redis.call('HDEL', H, 'o:' .. n, 'f:' .. n)
+      buckets[n] = nil
+    else
+      ok = ok + b[1]
+      fail = fail + b[2]
+    end
+  end
+  return ok, fail
+end
+local function open(ms)
+  until_ = now + ms
+  openms = ms
+  cons = 0
+  clearBuckets()
+  redis.call('DEL', P)
+  leaseOwner = false
+  dirty = true
+end
+local function close()
+  until_ = 0
+  openms = open0
+  cons = 0
+  clearBuckets()
+  redis.call('DEL', P)
+  leaseOwner = false
+  dirty = true
+end
+local function bump(i)
+  local n = math.floor(now / width)
+  buckets[n] = buckets[n] or {0, 0}
+  buckets[n][i] = buckets[n][i] + 1
+  redis.call('HINCRBY', H, (i == 1 and 'o:' or 'f:') .. n, 1)
+end
+local function ewma(v, x)
+  if v == nil then return x end
+  return v + alpha * (x - v)
+end
+local function halfOpen() return until_ > 0 and now >= until_ end
+for i = 12, #ARGV, 3 do
+  local k = ARGV[i]
+  if k == 's' then
+    if until_ == 0 then bump(1); cons = 0; dirty = true end
+  elseif k == 'f' then
+    if until_ == 0 then
+      bump(2); cons = cons + 1; dirty = true
+      if consec > 0 and cons >= consec then
+        open(open0)
+      else
+        local ok, fail = totals()
+        if ok + fail >= minreq and fail / (ok + fail) >= rate then open(open0) end
+      end
+    end
+  elseif k == 'l' then
+    total = ewma(total, tonumber(ARGV[i + 1]))
+    if ARGV[i + 2] ~= '' then ttft = ewma(ttft, tonumber(ARGV[i + 2])) end
+    samples = samples + 1; observed = now; dirty = true
+  elseif k == 'p' then
+    total = ewma(total, math.max(penalty, 2 * (total or 0)))
+    if ttft ~= nil then ttft = ewma(ttft, math.max(penalty, 2 * ttft)) end
+    samples = samples + 1; observed = now; dirty = true
+  elseif k == 'A' then
+    if halfOpen() and not leaseOwner then
+      redis.call('SET', P, owner, 'PX', leasems)
+      leaseOwner = owner
+    end
+  elseif k == 'R' then
+    if leaseOwner == owner then redis.call('PEXPIRE', P, leasems) end
+  elseif k == 'X' or k == 'N' then
+    if leaseOwner == owner then redis.call('DEL', P); leaseOwner = false end
+  elseif k == 'S' or k == 'F' then
+    if halfOpen() and (not leaseOwner or leaseOwner == owner) then
+      if k == 'S' then close() else open(math.min(openms * 2, maxopen)) end
+    end
+  end
+end
+if dirty then
+  redis.call('HSET', H, 'until', until_, 'ms', openms, 'cons', cons, 'ln', samples)
+  if total ~= nil then redis.call('HSET', H, 'lt', string.format('%.3f', total)) end
+  if ttft ~= nil then redis.call('HSET', H, 'lf', string.format('%.3f', ttft)) end
+  if observed ~= nil then redis.call('HSET', H, 'la', observed) end
+  redis.call('PEXPIRE', H, ttl)
+end
+local ok, fail = totals()
+local state, remaining = 0, 0
+if until_ > 0 then
+  if now < until_ then state = 1; remaining = until_ - now else state = 2 end
+end
+local probe = 0
+if leaseOwner then
+  if leaseOwner == owner then probe = 1 else probe = 2 end
+end
+local age = -1
+if observed ~= nil then age = now - observed end
+return {state, remaining, openms, ok, fail, probe, total and string.format('%.3f', total) or '', ttft and string.format('%.3f', ttft) or '', samples, age}
+`;

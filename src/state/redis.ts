@@ -19,7 +19,8 @@ import type { Redis } from 'ioredis';
 import { GatewayError } from '../errors/gateway-error.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { MemoryStore } from './memory.ts';
-import { ADMIT, REFRESH, SETTLE } from './redis-scripts.ts';
+import { ADMIT, HEALTH, REFRESH, SETTLE } from './redis-scripts.ts';
+import type { HealthOp, HealthSettings, HealthView, SharedBreakerState } from './shared-health.ts';
 import {
   LEASE_TTL_MS,
   WINDOW_MS,
@@ -50,6 +51,9 @@ const script = (lua: string): Script => ({ lua, sha: createHash('sha1').update(l
 const ADMIT_S = script(ADMIT);
 const SETTLE_S = script(SETTLE);
 const REFRESH_S = script(REFRESH);
+const HEALTH_S = script(HEALTH);
+const BREAKER_STATES: readonly SharedBreakerState[] = ['closed', 'open', 'half_open'];
+const PROBE: readonly HealthView['probe'][] = ['none', 'mine', 'other'];
 
 export function stateUnavailable(what = 'check this key\u2019s limits'): GatewayError {
   return new GatewayError('state_unavailable', `The gateway cannot reach its shared state store (Redis) to ${what}; try again shortly.`, { retryAfter: 5 });
@@ -333,6 +337,53 @@ export class RedisStore implements StateStore {
 
   blobLimit(maxBytes: number): void {
     this.local.blobLimit(maxBytes);
+  }
+
+  /**
+   * Shared target health: one HEALTH script per target, sent together. Keys
+   * `<prefix>{h:<backend>/<model>}:health` (hash) and `…:probe` (the probe lease). Throws while
+   * Redis is unavailable: the caller falls back to its own breakers (on_unavailable does not apply).
+   */
+  async health(ops: HealthOp[], s: HealthSettings): Promise<HealthView[]> {
+    if (!this.available()) throw new Error(`redis unreachable (${this.lastError ?? 'not connected'})`);
+    const ttl = Math.max(3_600_000, 2 * s.max_open_ms + s.window_ms);
+    const head = [s.failure_rate, s.min_requests, s.window_ms, s.consecutive_failures, s.open_ms, s.max_open_ms, s.alpha, s.penalty_ms, s.lease_ms, ttl];
+    let replies: unknown[];
+    try {
+      replies = await Promise.all(
+        ops.map((op) => {
+          const args: Array<string | number> = [...head, op.owner];
+          for (const e of op.events) {
+            if (e.k === 'l') args.push('l', e.total, e.ttft ?? '');
+            else args.push(e.k, '', '');
+          }
+          const base = `${this.opts.keyPrefix}{h:${op.target}}`;
+          return this.run(HEALTH_S, [`${base}:health`, `${base}:probe`], args);
+        }),
+      );
+    } catch (err) {
+      this.down(err as Error);
+      throw err;
+    }
+    this.ok();
+    return replies.map((reply) => {
+      const a = Array.isArray(reply) ? reply : [];
+      const num = (i: number): number => Number(a[i] ?? 0);
+      const opt = (i: number): number | null => (a[i] === '' || a[i] === undefined ? null : Number(a[i]));
+      const age = num(9);
+      return {
+        state: BREAKER_STATES[num(0)] ?? 'closed',
+        remaining_ms: num(1),
+        open_ms: num(2),
+        ok: num(3),
+        fail: num(4),
+        probe: PROBE[num(5)] ?? 'none',
+        total: opt(6),
+        ttft: opt(7),
+        samples: num(8),
+        age_ms: age < 0 ? null : age,
+      };
+    });
   }
 
   status(): StoreStatus {

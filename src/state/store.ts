@@ -7,6 +7,8 @@
  * Responses, for `previous_response_id` on any replica).
  */
 
+import type { HealthOp, HealthSettings, HealthView } from './shared-health.ts';
+
 export type LimitName = 'requests' | 'tokens' | 'concurrency' | 'budget';
 
 export interface AdmitRequest {
@@ -93,6 +95,12 @@ export interface StateStore {
   status(): StoreStatus;
   /** Cached entries held now, when the store can tell without a scan (for /status). */
   cacheEntries?(): number;
+  /**
+   * Shared per-target health (routing.shared_health; state/shared-health.ts): applies each op's
+   * events and answers the target's state, one view per op. Throws when the shared state cannot be
+   * reached (the caller then uses its own breakers).
+   */
+  health?(ops: HealthOp[], settings: HealthSettings): Promise<HealthView[]>;
   close(): Promise<void>;
 }
 
