@@ -145,6 +145,28 @@ keys:
       assert.equal(((messages[1]?.tool_calls as Json[])[0]?.function as Json).name, 'get_weather');
     });
 
+    test('function tool round trip by item_reference (no previous_response_id); another key gets NotFoundError', async () => {
+      const first = await ctx.client.responses.create({ model: 'gpt-test', input: 'What is the weather in Paris?', tools: [WEATHER] });
+      const call = first.output.find((o) => o.type === 'function_call');
+      assert.ok(call && call.type === 'function_call' && call.id);
+      const input: ResponseInputItem[] = [
+        { type: 'item_reference', id: call.id },
+        { type: 'function_call_output', call_id: call.call_id, output: '{"temp_c":18}' },
+      ];
+      const second = await ctx.client.responses.create({ model: 'gpt-test', input, tools: [WEATHER], store: false });
+      assert.equal(second.output_text, 'Hello from upstream-model');
+      const messages = chatBodies(ctx.fake.requests)[1]?.messages as Json[];
+      assert.deepEqual(messages, [
+        { role: 'assistant', content: null, tool_calls: [{ id: call.call_id, type: 'function', function: { name: 'get_weather', arguments: call.arguments } }] },
+        { role: 'tool', tool_call_id: call.call_id, content: '{"temp_c":18}' },
+      ]);
+      const theirs = await rejection(ctx.other.responses.create({ model: 'gpt-test', input, tools: [WEATHER] }));
+      assert.ok(theirs instanceof NotFoundError, String(theirs));
+      assert.equal(theirs.param, 'input');
+      assert.equal(theirs.message, `404 Item with id '${call.id}' not found.`);
+      assert.equal(chatBodies(ctx.fake.requests).length, 2, 'refused before any upstream call');
+    });
+
     test('retrieve, input_items.list and delete; another key gets NotFoundError', async () => {
       const r = await ctx.client.responses.create({ model: 'gpt-test', input: [{ role: 'user', content: 'first' }, { role: 'user', content: 'second' }] });
       const got = await ctx.client.responses.retrieve(r.id);
