@@ -66,6 +66,7 @@ export class Generations {
         .map((s) => ({ backend: s.backend, model: s.model, state: s.state === 'closed' ? 0 : s.state === 'half_open' ? 1 : 2 })),
     );
     this.gen = this.build(loaded);
+    this.shareHealth(this.gen);
     // process-wide; `telemetry.tracing` changes take effect on restart
     this.tracing = startTracing(loaded.config.telemetry.tracing, logger, version);
   }
@@ -92,6 +93,18 @@ export class Generations {
     const [failures] = await Promise.all([this.gen.deps.registry.loadAll(), this.gen.services.warm()]);
     for (const f of failures) this.logger.error('backend failed to load', { backend: f.backend, error: f.error });
     this.lifecycle.ready = true;
+  }
+
+  /**
+   * routing.shared_health: breakers through the serving generation's store; every configured
+   * target is tracked from the start so a breaker another replica opened is known before this one
+   * sends its first request there.
+   */
+  private shareHealth(gen: Generation): void {
+    const { config } = gen.loaded;
+    this.health.share(config.routing.shared_health ? gen.services.store : undefined, this.logger);
+    if (!config.routing.shared_health) return;
+    for (const m of Object.values(config.models)) for (const t of m.targets) this.health.get(t.backend, t.model);
   }
 
   private build(loaded: LoadedConfig, previous?: Generation): Generation {
@@ -161,6 +174,7 @@ export class Generations {
       return { ok: false, problems: failures.map((f) => `backends.${f.backend}: failed to load: ${f.error}`) };
     }
     this.gen = next;
+    this.shareHealth(next);
     const warnings: string[] = [];
     const o = old.loaded.config.server;
     const n = loaded.config.server;
@@ -182,6 +196,7 @@ export class Generations {
   }
 
   async close(): Promise<void> {
+    this.health.share(undefined);
     await this.gen.deps.registry.close();
     await this.gen.services.close();
     // spans still batched leave before close resolves
