@@ -111,21 +111,25 @@ models:
     const nativeItem = native.output[0];
     const translatedItem = translated.output[0];
     assert.ok(nativeItem?.type === 'message' && translatedItem?.type === 'message');
+    const [question] = (await openai.responses.inputItems.list(translated.id)).data;
+    assert.ok(question?.type === 'message' && question.id);
     const r = await openai.responses.create({
       model: 'native-first',
       store: false,
       input: [
         { type: 'item_reference', id: nativeItem.id },
+        { type: 'item_reference', id: question.id },
         { type: 'item_reference', id: translatedItem.id },
         { role: 'user', content: 'and now?' },
       ],
     });
     assert.equal(r.status, 'completed');
     const sent = lastBody(resp.requests).input as Json[];
-    assert.equal(sent.length, 3);
+    assert.equal(sent.length, 4);
     assert.deepEqual(sent[0], nativeItem as unknown as Json);
-    assert.deepEqual(sent[1], translatedItem as unknown as Json);
-    assert.equal((sent[1]?.content as Json[])[0]?.text, 'Hello from chat-up');
+    assert.deepEqual(sent[1], { type: 'message', role: 'user', status: 'completed', content: [{ type: 'input_text', text: 'second question' }] }, 'an input message goes without the id the gateway gave it');
+    assert.deepEqual(sent[2], translatedItem as unknown as Json);
+    assert.equal((sent[2]?.content as Json[])[0]?.text, 'Hello from chat-up');
     assert.ok(!sent.some((i) => i.type === 'item_reference'), 'no reference reaches the upstream');
     const unknown = await fetch(`${gw.baseURL}/responses`, {
       method: 'POST',

@@ -89,6 +89,16 @@ function expandReferences(input: ResponsesRequest['input'], resolve: (id: string
   });
 }
 
+/**
+ * A resolved item as a native upstream takes it: an input message (`input_items` lists it with the
+ * id the gateway gave it) goes without `id`, which OpenAI's input message does not have.
+ */
+function nativeItem(item: InputItem | undefined): InputItem | undefined {
+  if (!item || item.type !== 'message' || item.role === 'assistant' || !('id' in item)) return item;
+  const { id: _id, ...rest } = item;
+  return rest as InputItem;
+}
+
 /** OpenAI's answer for an unknown, expired or another key's response id. */
 function responseNotFound(id: string): GatewayError {
   return new GatewayError('item_not_found', `Response with id '${id}' not found.`);
@@ -150,7 +160,8 @@ export function createResponseHandler(deps: GenerationDeps) {
       deps.logger.warn('response not stored', { request_id: x.requestId, reason: why });
     };
     const warnings: string[] = [];
-    const ing = ingressRequest(req, ctx, history, { input, byId }, warnings);
+    const nativeInput = refs.length > 0 ? expandReferences(req.input, (id) => nativeItem(byId.get(id))) : req.input;
+    const ing = ingressRequest(req, ctx, history, { input, nativeInput, byId }, warnings);
     const info = requestFacts(x);
     // a stored response is a new object per request: served from the cache it would repeat an id
     if (req.store !== false) info.cacheControl = { noCache: true, noStore: true };
@@ -174,7 +185,7 @@ export function createResponseHandler(deps: GenerationDeps) {
 /**
  * The request as the gateway runs it (gateway/ingress.ts). A native backend gets the client's
  * body with `previous_response_id` expanded from the gateway's own store (the conversation's items
- * ahead of this input) and each `item_reference` replaced by its stored item (`refs.input`), so a
+ * ahead of this input) and each `item_reference` replaced by its stored item (`refs.nativeInput`), so a
  * conversation continues on any target and the upstream never needs the gateway's ids; a
  * translating one gets the canonical chat request, references resolved through `refs.byId`. What
  * a translation drops is added to `warnings`.
@@ -183,12 +194,12 @@ function ingressRequest(
   req: ResponsesRequest,
   ctx: ResponseContext,
   history: readonly InputItem[],
-  refs: { input: ResponsesRequest['input']; byId: ReadonlyMap<string, InputItem> },
+  refs: { input: ResponsesRequest['input']; nativeInput: ResponsesRequest['input']; byId: ReadonlyMap<string, InputItem> },
   warnings: string[],
 ): IngressRequest {
   let nativeBody = req as unknown as IngressRequest['body'];
-  if (req.previous_response_id || refs.input !== req.input) {
-    const input = typeof refs.input === 'string' ? [{ type: 'message', role: 'user', content: refs.input }] : (refs.input ?? []);
+  if (req.previous_response_id || refs.nativeInput !== req.input) {
+    const input = typeof refs.nativeInput === 'string' ? [{ type: 'message', role: 'user', content: refs.nativeInput }] : (refs.nativeInput ?? []);
     const expanded: Record<string, unknown> = { ...req, input: [...history, ...input] };
     delete expanded.previous_response_id;
     nativeBody = expanded as IngressRequest['body'];
