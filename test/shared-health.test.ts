@@ -1,0 +1,181 @@
+/**
+ * routing.shared_health: true — one circuit breaker per target across replicas, for real.
+ *   - a redis-server and TWO gateway processes, the same failing first target and a healthy second
+ *     one: once the first gateway's failures open the breaker, the second gateway's requests go
+ *     straight to the second target (the failing upstream sees none of them), and when the open
+ *     period ends exactly one probe reaches the failing target across both gateways;
+ *   - the Redis script and the memory store's table follow the same rules (same views for the
+ *     same events).
+ * In CI (CI set) a missing redis-server is a failure, never a skip.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { MemoryStore } from '../src/state/memory.ts';
+import { RedisStore } from '../src/state/redis.ts';
+import type { HealthEvent, HealthSettings, HealthView } from '../src/state/shared-health.ts';
+import { createLogger } from '../src/telemetry/logger.ts';
+import { startFakeOpenAI, type FakeUpstream } from './support/fake-openai-upstream.ts';
+import { startGatewayProcess, type GatewayProcess } from './support/gateway-process.ts';
+import { hasRedis, RedisServer } from './support/redis-server.ts';
+
+const skip = !hasRedis && !process.env.CI ? 'redis-server is not installed (apt-get install redis-server; .ci/run does it)' : false;
+
+async function until(what: string, f: () => Promise<boolean>, ms = 15_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await f()) return;
+    await sleep(25);
+  }
+  assert.fail(`timed out waiting for: ${what}`);
+}
+
+async function stop(g: GatewayProcess | undefined): Promise<void> {
+  if (!g || g.child.exitCode !== null) return;
+  const exited = new Promise((r) => g.child.once('exit', r));
+  g.child.kill('SIGTERM');
+  await Promise.race([exited, sleep(5000)]);
+  if (g.child.exitCode === null) g.child.kill('SIGKILL');
+}
+
+interface Reply {
+  status: number;
+  model: string | null;
+  attempts: string | null;
+}
+
+async function chat(g: GatewayProcess, content: string): Promise<Reply> {
+  const r = await fetch(`${g.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'chat', messages: [{ role: 'user', content }] }),
+  });
+  await r.arrayBuffer();
+  return { status: r.status, model: r.headers.get('x-switchyard-model'), attempts: r.headers.get('x-switchyard-attempts') };
+}
+
+/** The breaker state /status shows for the failing target. */
+async function breakerOf(g: GatewayProcess): Promise<string> {
+  const r = await fetch(`${g.url}/status`);
+  const body = (await r.json()) as { models: Array<{ name: string; targets: Array<{ model: string; breaker: string }> }> };
+  return body.models.find((m) => m.name === 'chat')?.targets.find((t) => t.model === 'broken')?.breaker ?? 'unknown';
+}
+
+describe('shared breakers through Redis: two gateway processes', { skip, timeout: 120_000 }, () => {
+  let dir: string;
+  let redis: RedisServer | undefined;
+  let up: FakeUpstream;
+  let a: GatewayProcess | undefined;
+  let b: GatewayProcess | undefined;
+  const brokenCalls = (): number => up.requests.filter((r) => (r.body as { model?: string } | undefined)?.model === 'broken').length;
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'switchyard-shared-health-'));
+    redis = await RedisServer.start(dir);
+    up = await startFakeOpenAI();
+    up.onModel('broken', { kind: 'error', status: 500, message: 'upstream is broken' });
+    up.onModel('good', { kind: 'reply', content: 'fine' });
+    const yaml = `
+backends:
+  up: { type: openai, base_url: "${up.url}", api_key: "sk-upstream" }
+models:
+  chat: { policy: fallback, targets: [ { backend: up, model: broken }, { backend: up, model: good } ] }
+routing:
+  shared_health: true
+  retry: { max_retries: 0 }
+  breaker: { consecutive_failures: 2, min_requests: 100, open_ms: 1500, max_open_ms: 30000 }
+state: { store: redis, url: "${redis.url}", key_prefix: "sy-health-${process.pid}:", on_unavailable: open, command_timeout_ms: 500 }
+`;
+    [a, b] = await Promise.all([startGatewayProcess(join(dir, 'a.yaml'), yaml), startGatewayProcess(join(dir, 'b.yaml'), yaml)]);
+  });
+
+  after(async () => {
+    await Promise.all([stop(a), stop(b)]);
+    await redis?.stop();
+    await up?.close();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("the first gateway's failures open the breaker for the second; one probe across both when it half-opens", async () => {
+    const ga = a as GatewayProcess;
+    const gb = b as GatewayProcess;
+    for (let i = 0; i < 2; i++) {
+      const r = await chat(ga, `a ${i}`);
+      assert.deepEqual([r.status, r.model, r.attempts], [200, 'good', '2'], 'fails over to the healthy target');
+    }
+    assert.equal(brokenCalls(), 2);
+    await until('gateway B sees the breaker open', async () => (await breakerOf(gb)) === 'open');
+    for (let i = 0; i < 3; i++) {
+      const r = await chat(gb, `b ${i}`);
+      assert.deepEqual([r.status, r.model, r.attempts], [200, 'good', '1'], 'B goes straight to the healthy target');
+    }
+    assert.equal(brokenCalls(), 2, 'the failing target was not tried by B');
+
+    await until('the open period ends', async () => (await breakerOf(ga)) === 'half_open' && (await breakerOf(gb)) === 'half_open');
+    const replies: Reply[] = [];
+    for (let i = 0; i < 10; i++) replies.push(await chat(i % 2 === 0 ? ga : gb, `half-open ${i}`));
+    assert.ok(
+      replies.every((r) => r.status === 200 && r.model === 'good'),
+      JSON.stringify(replies),
+    );
+    assert.equal(brokenCalls(), 3, 'exactly one probe reached the failing target across both gateways');
+    await until('the failed probe re-opened it on both', async () => (await breakerOf(ga)) === 'open' && (await breakerOf(gb)) === 'open');
+  });
+});
+
+describe('the Redis HEALTH script and the memory table agree', { skip, timeout: 60_000 }, () => {
+  let dir: string;
+  let redis: RedisServer | undefined;
+  let rs: RedisStore | undefined;
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'switchyard-shared-health-lua-'));
+    redis = await RedisServer.start(dir);
+    rs = new RedisStore({ url: redis.url, keyPrefix: `sy-lua-${process.pid}:`, onUnavailable: 'open', commandTimeoutMs: 1000, maxEntries: 10, maxBytes: 1 << 20, logger: createLogger('error') });
+    assert.ok(await rs.ready(5000));
+  });
+
+  after(async () => {
+    await rs?.close();
+    await redis?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('opens, leases one probe, doubles the open period, closes, and keeps the latency score', async () => {
+    const mem = new MemoryStore({ maxEntries: 10, maxBytes: 1 << 20 });
+    const s: HealthSettings = { failure_rate: 0.5, min_requests: 4, window_ms: 10_000, consecutive_failures: 3, open_ms: 150, max_open_ms: 10_000, alpha: 0.3, penalty_ms: 10_000, lease_ms: 5000 };
+    const both = async (owner: string, events: HealthEvent[]): Promise<[HealthView, HealthView]> => {
+      const op = [{ target: 'up/m', owner, events }];
+      const [m] = await mem.health(op, s);
+      const [r] = await (rs as RedisStore).health(op, s);
+      assert.ok(m && r);
+      return [m, r];
+    };
+    const same = (views: [HealthView, HealthView], fields: Array<keyof HealthView>, note: string): HealthView => {
+      const pick = (v: HealthView): Partial<HealthView> => Object.fromEntries(fields.map((f) => [f, v[f]]));
+      assert.deepEqual(pick(views[1]), pick(views[0]), note);
+      return views[0];
+    };
+    const core: Array<keyof HealthView> = ['state', 'open_ms', 'ok', 'fail', 'probe', 'total', 'ttft', 'samples'];
+
+    let v = same(await both('r1', [{ k: 's' }, { k: 'f' }, { k: 'l', total: 200, ttft: 50 }, { k: 'p' }]), core, 'counts and latency');
+    assert.deepEqual([v.state, v.ok, v.fail, v.samples, v.total], ['closed', 1, 1, 2, 200 + 0.3 * (10_000 - 200)]);
+    v = same(await both('r2', [{ k: 'f' }, { k: 'f' }, { k: 'f' }]), core, 'three in a row open it');
+    assert.deepEqual([v.state, v.ok, v.fail], ['open', 0, 0]);
+    v = same(await both('r1', [{ k: 'A' }, { k: 's' }]), core, 'no lease and no counting while open');
+    assert.equal(v.probe, 'none');
+    await until('half-open', async () => (await both('r1', []))[1].state === 'half_open' && (await both('r1', []))[0].state === 'half_open');
+    v = same(await both('r1', [{ k: 'A' }]), core, 'r1 takes the lease');
+    assert.equal(v.probe, 'mine');
+    v = same(await both('r2', [{ k: 'A' }, { k: 'S' }]), core, "r2 can neither take it nor report a probe it didn't send");
+    assert.deepEqual([v.state, v.probe], ['half_open', 'other']);
+    v = same(await both('r1', [{ k: 'F' }]), core, "r1's probe failed");
+    assert.deepEqual([v.state, v.open_ms, v.probe], ['open', 300, 'none']);
+    await until('half-open again', async () => (await both('r2', []))[1].state === 'half_open' && (await both('r2', []))[0].state === 'half_open');
+    v = same(await both('r2', [{ k: 'A' }, { k: 'S' }]), core, "r2's probe succeeded");
+    assert.deepEqual([v.state, v.open_ms, v.probe], ['closed', 150, 'none']);
+  });
+});
