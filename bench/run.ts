@@ -9,6 +9,7 @@
  *   npm run bench -- --path [--path-rounds 10] [--path-against <git rev>]   where a one-connection first token spends its time in each proxy (bench/path.ts)
  *   npm run bench -- --workers N [--seconds 5]   throughput and CPU per response with 1..N workers (bench/workers.ts)
  *   npm run bench -- --ab <git rev> [--ab-starts 4] [--ab-rounds 4] [--only chat-c64,stream-c64]   CPU per response, this checkout vs that revision (bench/ab.ts)
+ *   npm run bench -- --tracing [--ab-starts 4] [--ab-rounds 4] [--only chat-c64,stream-c64]   CPU per response with tracing off / on / sampled (bench/tracing.ts)
  *
  * Processes: the mock upstream (bench/mock-upstream.ts), the floor (bench/floor-proxy.ts) and two
  * Switchyards (src/main.ts with a generated config: default features, and the same with the
@@ -32,6 +33,7 @@ import { abScenario } from './ab.ts';
 import { pathScenario } from './path.ts';
 import { perfScenarios } from './perf.ts';
 import { profileScenarios } from './profile.ts';
+import { tracingScenario } from './tracing.ts';
 import { workersScenario } from './workers.ts';
 import { render, type LongRow, type ProbeRow, type Report, type Row, type TargetName } from './report.ts';
 import { CACHE_SCENARIOS, PROTOCOL_PROBES, SCENARIOS, startSwitchyard, type Scenario } from './scenarios.ts';
@@ -54,6 +56,7 @@ const { values: a } = parseArgs({
     ab: { type: 'string' },
     'ab-starts': { type: 'string', default: '4' },
     'ab-rounds': { type: 'string', default: '4' },
+    tracing: { type: 'boolean', default: false },
     'profile-interval': { type: 'string', default: '250' },
     'no-docs': { type: 'boolean', default: false },
     workers: { type: 'string' },
@@ -197,7 +200,7 @@ async function main(): Promise<void> {
   }
   const procs: Proc[] = [];
   const core = (c: string): string | undefined => (pin.enabled ? c : undefined);
-  const compiled = !a.tsx || a.profile || a.perf || a.path || a.ab !== undefined;
+  const compiled = !a.tsx || a.profile || a.perf || a.path || a.ab !== undefined || a.tracing;
   if (compiled) say('compiling src/ and bench/ with tsc…');
   const cmd = compiled ? compiledCommands(root) : tsxCommands(root);
   say(`processes run from ${cmd.note}`);
@@ -222,6 +225,12 @@ async function main(): Promise<void> {
       const other = { name: a.ab, gateway: revisionGateway(root, a.ab) };
       const ids = a.only?.split(',') ?? ['chat-c64', 'stream-c64'];
       const md = await abScenario({ results, mock, pin, commands: cmd, other, ids, starts: Math.max(1, Number(a['ab-starts'])), rounds: Math.max(1, Number(a['ab-rounds'])), say });
+      process.stdout.write(`${md}\n`);
+      return;
+    }
+    if (a.tracing) {
+      const ids = a.only?.split(',') ?? ['chat-c64', 'stream-c64'];
+      const md = await tracingScenario({ results, mock, pin, commands: cmd, ids, starts: Math.max(1, Number(a['ab-starts'])), rounds: Math.max(1, Number(a['ab-rounds'])), say });
       process.stdout.write(`${md}\n`);
       return;
     }
