@@ -12,8 +12,10 @@ import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import protobuf from 'protobufjs';
 import { upstreamsWithGateway } from './support/suite.ts';
+import { startFakeAnthropic, type FakeAnthropic } from './support/fake-anthropic-upstream.ts';
+import { startGateway, type TestGateway } from './support/gateway.ts';
 import { configSchema } from '../src/config/schema.ts';
-import { resolveTracing } from '../src/telemetry/tracing.ts';
+import { MAX_CONTENT_CHARS, resolveTracing } from '../src/telemetry/tracing.ts';
 
 // The OTLP trace messages the receiver needs (opentelemetry-proto, trace/v1 and common/v1).
 const OTLP_PROTO = `
@@ -356,6 +358,98 @@ describe('tracing over OTLP/HTTP JSON (configured by telemetry.tracing)', () => 
     assert.equal(at.name, 'chat a-model');
     assert.match(String(at.attrs['gen_ai.input.messages']), /opted-in prompt/);
     assert.equal(typeof at.attrs['gen_ai.output.messages'], 'string');
+  });
+
+  test('a stream\'s text is recorded as gen_ai.output.messages, cut at the content bound', async () => {
+    ctx.fakeA.enqueue({ kind: 'stream', chunks: ['one ', 'two ', 'three'] });
+    const r = await chat(ctx.gw.baseURL, { model: 'm', stream: true, messages: [{ role: 'user', content: 'hi' }] });
+    assert.equal(r.status, 200);
+    const { children } = await traceOf(rx, r.requestId, 1);
+    const [at] = children as [SpanView];
+    assert.deepEqual(JSON.parse(String(at.attrs['gen_ai.output.messages'])), [{ index: 0, message: { role: 'assistant', content: 'one two three' } }]);
+
+    const big = 'x'.repeat(40 * 1024);
+    ctx.fakeA.enqueue({ kind: 'stream', chunks: [big, big] });
+    const long = await chat(ctx.gw.baseURL, { model: 'm', stream: true, messages: [{ role: 'user', content: 'hi' }] });
+    assert.equal(long.status, 200);
+    assert.ok(long.text.length > 80 * 1024, 'the client gets the whole stream');
+    const [lat] = (await traceOf(rx, long.requestId, 1)).children as [SpanView];
+    const content = (JSON.parse(String(lat.attrs['gen_ai.output.messages'])) as Array<{ message: { content: string } }>)[0]?.message.content ?? '';
+    assert.equal(content.length, MAX_CONTENT_CHARS);
+  });
+});
+
+describe('tracing with an anthropic backend (SDK path and native Messages), content recorded', () => {
+  let rx: Receiver;
+  let fake: FakeAnthropic;
+  let gw: TestGateway;
+  before(async () => {
+    rx = await startReceiver();
+    fake = await startFakeAnthropic({ apiKey: 'sk-ant-test-key-123' });
+    gw = await startGateway(`
+routing: { retry: { max_retries: 0 } }
+backends:
+  claude: { type: anthropic, base_url: "${fake.url}", api_key: "sk-ant-test-key-123" }
+models:
+  c: { targets: [ { backend: claude, model: claude-upstream } ] }
+telemetry:
+  tracing: { endpoint: "${rx.url}", protocol: http/json, record_content: true }
+`);
+  });
+  after(async () => {
+    await gw.close();
+    await fake.close();
+    await rx.close();
+  });
+  const usage = { input_tokens: 11, output_tokens: 4, cache_read_input_tokens: 7, cache_creation_input_tokens: 5 };
+  const post = async (path: string, body: Obj, headers: Record<string, string> = {}): Promise<{ status: number; text: string; requestId: string }> => {
+    const res = await fetch(`${gw.baseURL}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+    return { status: res.status, text: await res.text(), requestId: res.headers.get('x-request-id') ?? '' };
+  };
+
+  test('the SDK call sends the attempt span\'s traceparent upstream, in the client\'s trace', async () => {
+    fake.enqueue({ kind: 'reply' });
+    const r = await post('/chat/completions', { model: 'c', messages: [{ role: 'user', content: 'hi' }] }, { traceparent: `00-${TRACE_ID}-${CLIENT_PARENT}-01`, tracestate: 'vendor=a1' });
+    assert.equal(r.status, 200, r.text);
+    const { server, children } = await traceOf(rx, r.requestId, 1);
+    const [at] = children as [SpanView];
+    assert.equal(at.name, 'chat claude-upstream');
+    assert.equal(at.attrs['gen_ai.provider.name'], 'anthropic');
+    assert.equal(at.attrs['server.address'], '127.0.0.1');
+    const sent = fake.requests.at(-1)?.headers;
+    const [version, traceId, spanId, flags] = String(sent?.traceparent).split('-');
+    assert.equal(version, '00');
+    assert.equal(traceId, server.traceId);
+    assert.equal(traceId, TRACE_ID);
+    assert.equal(spanId, at.spanId, 'the upstream call is the attempt span');
+    assert.equal(flags, '01');
+    assert.equal(sent?.tracestate, 'vendor=a1');
+  });
+
+  test('a chat stream through the SDK: its text as gen_ai.output.messages, its cache token counts, traceparent upstream', async () => {
+    fake.enqueue({ kind: 'reply', content: [{ type: 'text', text: 'streamed words arrive here' }], usage });
+    const r = await post('/chat/completions', { model: 'c', stream: true, messages: [{ role: 'user', content: 'hi' }] });
+    assert.equal(r.status, 200, r.text);
+    assert.match(r.text, /data: \[DONE\]/);
+    const { server, children } = await traceOf(rx, r.requestId, 1);
+    const [at] = children as [SpanView];
+    const out = JSON.parse(String(at.attrs['gen_ai.output.messages'])) as Array<{ message: { content: string } }>;
+    assert.equal(out[0]?.message.content, 'streamed words arrive here');
+    assert.equal(at.attrs['gen_ai.usage.cache_read.input_tokens'], 7);
+    assert.equal(at.attrs['gen_ai.usage.cache_creation.input_tokens'], 5);
+    assert.equal(fake.requests.at(-1)?.headers.traceparent, `00-${server.traceId}-${at.spanId}-01`);
+  });
+
+  test('a native Messages stream: its text as gen_ai.output.messages and its cache token counts', async () => {
+    fake.enqueue({ kind: 'reply', content: [{ type: 'text', text: 'native text streamed' }], usage });
+    const r = await post('/messages', { model: 'c', max_tokens: 64, stream: true, messages: [{ role: 'user', content: 'hi' }] }, { 'anthropic-version': '2023-06-01' });
+    assert.equal(r.status, 200, r.text);
+    assert.match(r.text, /event: message_stop/);
+    const { children } = await traceOf(rx, r.requestId, 1);
+    const [at] = children as [SpanView];
+    assert.deepEqual(JSON.parse(String(at.attrs['gen_ai.output.messages'])), [{ type: 'text', text: 'native text streamed' }]);
+    assert.equal(at.attrs['gen_ai.usage.cache_read.input_tokens'], 7);
+    assert.equal(at.attrs['gen_ai.usage.cache_creation.input_tokens'], 5);
   });
 });
 

@@ -75,6 +75,7 @@ export async function openCommitted<T extends PartBase>(args: OpenCommittedArgs<
         break;
       }
       buffered.push(r.value);
+      if (args.trace !== undefined && args.trace.watch) args.trace.part(r.value);
       if (hooks.completes(r.value)) {
         completed = true;
         if (args.trace !== undefined) args.trace.finished(r.value);
@@ -172,6 +173,8 @@ class Committed<T extends PartBase> implements AsyncIterableIterator<T>, Pollabl
       return DONE;
     }
     this.args.attempt.refresh();
+    const tr = this.args.trace;
+    if (tr !== undefined && tr.watch) tr.part(r.value);
     if (!this.completed && this.args.hooks.completes(r.value)) {
       this.completed = true;
       if (this.args.trace !== undefined) this.args.trace.finished(r.value);

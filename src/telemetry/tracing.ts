@@ -26,7 +26,7 @@ import { ReportingExporter, resolveTracing, type Env, type TracingSetup, type Wa
 export { resolveTracing, type TracingSetup } from './tracing-setup.ts';
 export type { AttemptFacts, FailureFacts, RequestEndFacts } from './tracing-facts.ts';
 import type { AttemptFacts, FailureFacts, RequestEndFacts } from './tracing-facts.ts';
-import { chunkOf, type ChunkPart, type EventPart } from '../protocol/stream-part.ts';
+import type { ChunkPart, EventPart } from '../protocol/stream-part.ts';
 
 const propagator = new W3CTraceContextPropagator();
 
@@ -45,6 +45,14 @@ const OPERATION: Record<string, string> = {
   messages: 'chat',
 };
 
+/**
+ * Most characters of recorded content per attribute (`record_content`): a prompt, a JSON answer's
+ * output, a stream's accumulated text. Longer values are cut there.
+ */
+export const MAX_CONTENT_CHARS = 64 * 1024;
+
+const bounded = (text: string): string => (text.length > MAX_CONTENT_CHARS ? text.slice(0, MAX_CONTENT_CHARS) : text);
+
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
@@ -58,6 +66,17 @@ export class AttemptTrace {
   private ended = false;
   /** the attempt that served the answer: usage and cost come from the request's end */
   served = false;
+  /**
+   * A stream's parts are shown to `part()`: only while the span records (its cache token counts,
+   * and with `record_content` its text); the router asks this before each call.
+   */
+  readonly watch: boolean;
+  /** a stream's text so far, by choice index (`record_content` only) */
+  private texts: string[] | undefined;
+  /** characters in `texts` */
+  private textChars = 0;
+  /** the shape the stream's output is recorded in: chat choices, Messages content, Responses output */
+  private textShape: 'choices' | 'content' | 'output' = 'choices';
 
   constructor(
     readonly span: Span,
@@ -65,6 +84,7 @@ export class AttemptTrace {
     private readonly owner: RequestTrace,
   ) {
     propagator.inject(trace.setSpan(ctx, span), this.headers, defaultTextMapSetter);
+    this.watch = span.isRecording();
   }
 
   /** The call as sent upstream: server address, request parameters, and (opted in) the messages. */
@@ -87,7 +107,7 @@ export class AttemptTrace {
     if (topP !== undefined) s.setAttribute('gen_ai.request.top_p', topP);
     if (this.owner.recordContent) {
       const input = body.messages ?? body.input ?? body.prompt;
-      if (input !== undefined) s.setAttribute('gen_ai.input.messages', JSON.stringify(input));
+      if (input !== undefined) s.setAttribute('gen_ai.input.messages', bounded(JSON.stringify(input)));
     }
   }
 
@@ -111,7 +131,7 @@ export class AttemptTrace {
     this.usage(result.usage);
     if (this.owner.recordContent) {
       const out = result.choices ?? result.content ?? result.output;
-      if (out !== undefined) s.setAttribute('gen_ai.output.messages', JSON.stringify(out));
+      if (out !== undefined) s.setAttribute('gen_ai.output.messages', bounded(JSON.stringify(out)));
     }
   }
 
@@ -125,7 +145,7 @@ export class AttemptTrace {
     const details = isObj(u.prompt_tokens_details) ? u.prompt_tokens_details : isObj(u.input_tokens_details) ? u.input_tokens_details : undefined;
     const cacheRead = num(u.cache_read_input_tokens) ?? num(details?.cached_tokens);
     if (cacheRead !== undefined) s.setAttribute('gen_ai.usage.cache_read.input_tokens', cacheRead);
-    const cacheCreation = num(u.cache_creation_input_tokens);
+    const cacheCreation = num(u.cache_creation_input_tokens) ?? num(details?.cache_creation_tokens);
     if (cacheCreation !== undefined) s.setAttribute('gen_ai.usage.cache_creation.input_tokens', cacheCreation);
   }
 
@@ -156,9 +176,78 @@ export class AttemptTrace {
     if (reasons.length > 0) s.setAttribute('gen_ai.response.finish_reasons', reasons);
   }
 
+  /**
+   * A stream part as the upstream sent it (only while `watch`): its usage (the cache token counts;
+   * input and output come from the request's end) and, with `record_content`, its text.
+   */
+  part(p: object): void {
+    const part = p as ChunkPart<Obj> | EventPart;
+    if (part.kind === 'chunk') {
+      // a plain part carries no usage, by its grammar
+      if (!part.plain) {
+        const u = part.usage();
+        if (u) this.usage(u);
+      }
+      if (this.owner.recordContent) this.chunkText(part.chunk as Obj);
+      return;
+    }
+    if (part.usage !== undefined) this.usage(part.usage);
+    if (this.owner.recordContent) this.eventText(part);
+  }
+
+  private addText(i: number, t: string): void {
+    if (this.textChars >= MAX_CONTENT_CHARS || t === '') return;
+    const cut = t.length > MAX_CONTENT_CHARS - this.textChars ? t.slice(0, MAX_CONTENT_CHARS - this.textChars) : t;
+    this.texts ??= [];
+    while (this.texts.length <= i) this.texts.push('');
+    this.texts[i] += cut;
+    this.textChars += cut.length;
+  }
+
+  private chunkText(chunk: Obj): void {
+    if (!Array.isArray(chunk.choices)) return;
+    for (const c of chunk.choices as unknown[]) {
+      if (!isObj(c)) continue;
+      const i = num(c.index) ?? 0;
+      const t = isObj(c.delta) ? str(c.delta.content) : str(c.text);
+      if (t !== undefined && i >= 0 && i < 128) this.addText(i, t);
+    }
+  }
+
+  /** A native stream's text deltas: Messages `content_block_delta` (text_delta), Responses `response.output_text.delta`. */
+  private eventText(e: EventPart): void {
+    const messages = e.event === 'content_block_delta';
+    if (!messages && e.event !== 'response.output_text.delta') return;
+    let v: unknown;
+    try {
+      v = JSON.parse(e.data);
+    } catch {
+      return;
+    }
+    if (!isObj(v)) return;
+    this.textShape = messages ? 'content' : 'output';
+    const t = messages ? (isObj(v.delta) && v.delta.type === 'text_delta' ? str(v.delta.text) : undefined) : str(v.delta);
+    if (t !== undefined) this.addText(0, t);
+  }
+
+  /** The stream's text as `gen_ai.output.messages`, in the shape its protocol's JSON answer has. */
+  private recordText(): void {
+    const texts = this.texts;
+    if (texts === undefined || !this.span.isRecording()) return;
+    const t = texts.join('');
+    const out =
+      this.textShape === 'content'
+        ? [{ type: 'text', text: t }]
+        : this.textShape === 'output'
+          ? [{ type: 'message', role: 'assistant', content: [{ type: 'output_text', text: t }] }]
+          : texts.map((content, index) => ({ index, message: { role: 'assistant', content } }));
+    this.span.setAttribute('gen_ai.output.messages', JSON.stringify(out));
+  }
+
   /** A stream ended (after its commit point): the span ends now, its usage filled in at the request's end. */
   streamEnded(outcome: 'success' | 'failure' | 'neutral', err?: FailureFacts): void {
     this.endAt = now();
+    if (this.texts !== undefined) this.recordText();
     if (outcome === 'neutral') this.span.setAttribute('switchyard.client_closed', true);
     if (outcome === 'failure' && err !== undefined) this.markFailed(err);
   }
@@ -200,7 +289,8 @@ export class AttemptTrace {
 /** The first JSON object of a part: a chunk, or a native event's data (its `message` / `response` for id and model). */
 function headOf(part: unknown): Obj | undefined {
   if (!isObj(part)) return undefined;
-  if (part.kind === 'chunk') return chunkOf(part as unknown as ChunkPart<Obj>);
+  // read, not edited: the part keeps the text it is forwarded as
+  if (part.kind === 'chunk') return (part as unknown as ChunkPart<Obj>).chunk as Obj;
   if (part.kind === 'event' && typeof part.data === 'string') {
     try {
       const v: unknown = JSON.parse(part.data);

@@ -21,6 +21,7 @@ import { GatewayError } from '../../errors/gateway-error.ts';
 import type { ChatCompletion, ChatCompletionChunk, ChatRequest } from '../../protocol/chat/schema.ts';
 import { ChunkPart, type EventPart } from '../../protocol/stream-part.ts';
 import type { Logger } from '../../telemetry/logger.ts';
+import { tracing } from '../../telemetry/tracing.ts';
 import { fromAnthropicStatus } from './errors.ts';
 import { NativeMessages } from './native.ts';
 import { anthropicMessageSchema, streamError, toChatCompletion } from './response.ts';
@@ -116,7 +117,7 @@ export class AnthropicBackend implements BaseLLM {
 
   async chat(req: ChatRequest, ctx: CallContext): Promise<ChatCompletion> {
     const params = this.translate(req, ctx) as unknown as MessageCreateParamsNonStreaming;
-    const res: unknown = await this.call(async () => (await this.client()).messages.create(params, this.opts(ctx)));
+    const res: unknown = await this.call(async () => (await this.client()).messages.create(params, this.opts(ctx, params)));
     const parsed = anthropicMessageSchema.safeParse(res);
     if (!parsed.success) throw upstreamMalformed(this.id, 'not a Messages API message');
     return toChatCompletion(parsed.data, Math.floor(Date.now() / 1000));
@@ -124,7 +125,7 @@ export class AnthropicBackend implements BaseLLM {
 
   async chatStream(req: ChatRequest, ctx: CallContext): Promise<AsyncIterable<ChunkPart<ChatCompletionChunk>>> {
     const params = { ...this.translate(req, ctx), stream: true } as unknown as MessageCreateParamsStreaming;
-    const events = await this.call(async () => (await this.client()).messages.create(params, this.opts(ctx)));
+    const events = await this.call(async () => (await this.client()).messages.create(params, this.opts(ctx, params)));
     const chunks = toChatChunks(events, { backend: this.id, secrets: this.secrets, includeUsage: req.stream_options?.include_usage === true });
     return this.mapStream(chunks);
   }
@@ -170,9 +171,18 @@ export class AnthropicBackend implements BaseLLM {
     return body;
   }
 
-  /** Per-request options: the attempt's abort signal, and the request id so upstream logs correlate. */
-  private opts(ctx: CallContext): { signal: AbortSignal; headers: Record<string, string> } {
-    return { signal: ctx.signal, headers: { 'x-request-id': ctx.requestId } };
+  /**
+   * Per-request options: the attempt's abort signal, the request id so upstream logs correlate,
+   * and while tracing is on the attempt span's `traceparent` / `tracestate` (the span learns the call).
+   */
+  private opts(ctx: CallContext, params?: object): { signal: AbortSignal; headers: Record<string, string> } {
+    const headers: Record<string, string> = { 'x-request-id': ctx.requestId };
+    const at = tracing === null || ctx.abort === undefined ? undefined : tracing.attemptOf(ctx.abort);
+    if (at !== undefined) {
+      for (const k in at.headers) headers[k] = at.headers[k] as string;
+      at.call(this.clientOptions.baseURL ?? '', params);
+    }
+    return { signal: ctx.signal, headers };
   }
 
   /** The translated chunks as parts (built here: printed when written), SDK errors mapped. */
