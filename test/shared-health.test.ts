@@ -5,11 +5,14 @@
  *     straight to the second target (the failing upstream sees none of them), and when the open
  *     period ends exactly one probe reaches the failing target across both gateways;
  *   - the Redis script and the memory store's table follow the same rules (same views for the
- *     same events).
+ *     same events);
+ *   - server.workers: 2 on the memory store: failures seen by either worker open one breaker that
+ *     both workers honour (the primary's store, over IPC).
  * In CI (CI set) a missing redis-server is a failure, never a skip.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -177,5 +180,81 @@ describe('the Redis HEALTH script and the memory table agree', { skip, timeout: 
     await until('half-open again', async () => (await both('r2', []))[1].state === 'half_open' && (await both('r2', []))[0].state === 'half_open');
     v = same(await both('r2', [{ k: 'A' }, { k: 'S' }]), core, "r2's probe succeeded");
     assert.deepEqual([v.state, v.open_ms, v.probe], ['closed', 150, 'none']);
+  });
+});
+
+/** One request on a connection of its own (the cluster hands each connection to the next worker). */
+function fresh(url: string, method: string, path: string, body?: unknown): Promise<{ status: number; text: string; model: string | undefined }> {
+  return new Promise((resolve, reject) => {
+    const req = request(`${url}${path}`, { method, agent: false, headers: { 'content-type': 'application/json' } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (text += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text, model: res.headers['x-switchyard-model'] as string | undefined }));
+    });
+    req.on('error', reject);
+    req.end(body === undefined ? undefined : JSON.stringify(body));
+  });
+}
+
+describe('shared breakers across workers: server.workers: 2, memory store', { timeout: 120_000 }, () => {
+  let dir: string;
+  let up: FakeUpstream;
+  let g: GatewayProcess | undefined;
+  const brokenCalls = (): number => up.requests.filter((r) => (r.body as { model?: string } | undefined)?.model === 'broken').length;
+  const breakerSeen = async (): Promise<string> => {
+    const r = await fresh(g?.url ?? '', 'GET', '/status');
+    const body = JSON.parse(r.text) as { models: Array<{ name: string; targets: Array<{ model: string; breaker: string }> }> };
+    return body.models.find((m) => m.name === 'chat')?.targets.find((t) => t.model === 'broken')?.breaker ?? 'unknown';
+  };
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'switchyard-shared-health-workers-'));
+    up = await startFakeOpenAI();
+    up.onModel('broken', { kind: 'error', status: 500, message: 'upstream is broken' });
+    up.onModel('good', { kind: 'reply', content: 'fine' });
+    g = await startGatewayProcess(
+      join(dir, 'providers.yaml'),
+      `
+server: { workers: 2 }
+backends:
+  up: { type: openai, base_url: "${up.url}", api_key: "sk-upstream" }
+models:
+  chat: { policy: fallback, targets: [ { backend: up, model: broken }, { backend: up, model: good } ] }
+routing:
+  shared_health: true
+  retry: { max_retries: 0 }
+  breaker: { consecutive_failures: 2, min_requests: 100, open_ms: 60000 }
+`,
+      60_000,
+    );
+  });
+
+  after(async () => {
+    await stop(g);
+    await up?.close();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('failures on both workers add up to one open breaker that every worker honours', async () => {
+    const url = g?.url ?? '';
+    const ask = { model: 'chat', messages: [{ role: 'user', content: 'hi' }] };
+    // two connections: the cluster gives one to each worker, so each worker alone saw one failure
+    for (let i = 0; i < 2; i++) {
+      const r = await fresh(url, 'POST', '/v1/chat/completions', ask);
+      assert.deepEqual([r.status, r.model], [200, 'good']);
+    }
+    assert.equal(brokenCalls(), 2);
+    // six answers in a row from connections spread over both workers all say open
+    let streak = 0;
+    await until('both workers see the breaker open', async () => {
+      streak = (await breakerSeen()) === 'open' ? streak + 1 : 0;
+      return streak >= 6;
+    });
+    for (let i = 0; i < 6; i++) {
+      const r = await fresh(url, 'POST', '/v1/chat/completions', ask);
+      assert.deepEqual([r.status, r.model], [200, 'good']);
+    }
+    assert.equal(brokenCalls(), 2, 'no worker sent to the open target');
   });
 });
