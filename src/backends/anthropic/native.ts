@@ -5,6 +5,12 @@
  * own shape: the Message JSON parsed, or the stream's events forwarded as their text (EventPart)
  * with usage, the commit point and the end read on the way.
  *
+ * One change to the body: thinking blocks the gateway signed (translated from another backend's
+ * reasoning earlier in the conversation, protocol/messages/signature.ts) are left out of the
+ * history, since Anthropic answers 400 to a signature it did not make. Anthropic-signed thinking
+ * and redacted_thinking blocks pass as they are; a body without gateway-signed blocks is sent
+ * unchanged. The route names the drop in the request's warnings.
+ *
  * No SDK here: the gateway's undici client (backends/upstream/client.ts) on the backend's pooled
  * keep-alive Agent, in event mode. Headers: `x-api-key` (the backend's key), `anthropic-version`
  * (the client's, else the configured one, else 2023-06-01 — the version every Messages client
@@ -18,6 +24,7 @@
  */
 import type { Dispatcher } from 'undici';
 import { isContentEvent, NativeUsageReader, USAGE_EVENTS } from '../../protocol/messages/usage.ts';
+import { withoutGatewayThinking } from '../../protocol/messages/signature.ts';
 import { EventPart } from '../../protocol/stream-part.ts';
 import type { CallContext, JsonObject, NativeCall } from '../contract.ts';
 import { OpenAIHttpClient } from '../upstream/client.ts';
@@ -85,7 +92,7 @@ export class NativeMessages {
 
   /** A non-streaming call: the upstream's Message object. */
   async messages(call: NativeCall, ctx: CallContext): Promise<JsonObject> {
-    const res = await this.http.postJson('/v1/messages', call.body, this.opts(call, ctx));
+    const res = await this.http.postJson('/v1/messages', withoutGatewayThinking(call.body).body, this.opts(call, ctx));
     if (typeof res !== 'object' || res === null || Array.isArray(res) || (res as { type?: unknown }).type !== 'message') {
       throw upstreamMalformed(this.o.backend, 'not a Messages API message');
     }
@@ -94,7 +101,7 @@ export class NativeMessages {
 
   /** `POST /v1/messages/count_tokens`: the upstream's own count (`{"input_tokens": n}`). */
   async countTokens(call: NativeCall, ctx: CallContext): Promise<JsonObject> {
-    const res = await this.http.postJson('/v1/messages/count_tokens', call.body, this.opts(call, ctx));
+    const res = await this.http.postJson('/v1/messages/count_tokens', withoutGatewayThinking(call.body).body, this.opts(call, ctx));
     if (typeof res !== 'object' || res === null || typeof (res as { input_tokens?: unknown }).input_tokens !== 'number') {
       throw upstreamMalformed(this.o.backend, 'not a count_tokens answer');
     }
@@ -103,7 +110,8 @@ export class NativeMessages {
 
   /** A streaming call: resolves once the upstream answered 2xx; its events as they come. */
   messagesStream(call: NativeCall, ctx: CallContext): Promise<AsyncIterable<EventPart>> {
-    const body = call.body.stream === true ? call.body : { ...call.body, stream: true };
+    const sent = withoutGatewayThinking(call.body).body;
+    const body = sent.stream === true ? sent : { ...sent, stream: true };
     return this.http.postEventStream('/v1/messages', body, this.opts(call, ctx), this.decoder());
   }
 

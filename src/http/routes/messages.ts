@@ -22,13 +22,15 @@
 import type { GenerationDeps } from '../deps.ts';
 import type { Exchange } from '../exchange.ts';
 import type { JsonObject } from '../../backends/contract.ts';
-import type { IngressRequest } from '../../gateway/ingress.ts';
+import { nativeOnce, nativeStream, type IngressRequest } from '../../gateway/ingress.ts';
+import type { ResolvedTarget } from '../../router/types.ts';
 import {
   chatToMessage,
   ChatToMessagesStream,
   MessagesStreamParts,
   countTokensResponse,
   errorFrame,
+  gatewayThinkingCount,
   messagesPrompt,
   messagesToChat,
   parseCountTokensRequest,
@@ -96,6 +98,17 @@ function ingressRequest(deps: GenerationDeps, x: Exchange, req: MessagesRequest,
   };
 }
 
+/**
+ * A native (Anthropic) target got the history without the thinking blocks the gateway signed
+ * (backends/anthropic/native.ts): named in the warnings. Translated targets report their own drops.
+ */
+function noteGatewayThinking(req: MessagesRequest, target: ResolvedTarget, stream: boolean, warnings: string[]): void {
+  const llm = target.entry.llm;
+  if ((stream ? nativeStream(llm, 'messages') : nativeOnce(llm, 'messages')) === undefined) return;
+  const n = gatewayThinkingCount(req as unknown as JsonObject);
+  if (n > 0) warnings.push(`messages: ${n} thinking block(s) signed by the gateway left out (Anthropic accepts only its own signatures)`);
+}
+
 export function messagesHandler(deps: GenerationDeps) {
   return async (x: Exchange): Promise<void> => {
     const body = await readJsonBody(x, deps.config.server.max_body_bytes);
@@ -111,6 +124,7 @@ export function messagesHandler(deps: GenerationDeps) {
       const s = await deps.operations.ingressStream(ing, info);
       // the commit point is behind us: what the translation dropped so far is known
       markRouted(x, s);
+      noteGatewayThinking(req, s.target, true, warnings);
       noteWarnings(x, warnings, true);
       sendStream(deps, x, s, { framing: MESSAGES_FRAMING, warnings });
       return;
@@ -118,6 +132,7 @@ export function messagesHandler(deps: GenerationDeps) {
     const r = await deps.operations.ingress(ing, info);
     markRouted(x, r);
     markUsage(x, usageFromMessage(r.result));
+    noteGatewayThinking(req, r.target, false, warnings);
     noteWarnings(x, warnings, true);
     sendJson(x, 200, r.result, deps.config.server.send_timeout_ms);
   };

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { describe, it } from 'node:test';
 import type { ChatCompletion } from '../chat/schema.ts';
 import { chatToMessage, toMessagesUsage } from './from-chat.ts';
@@ -48,7 +49,7 @@ describe('chat completion → Message', () => {
       { model: 'm' },
     );
     assert.deepEqual(message.content, [
-      { type: 'thinking', thinking: 'The user wants weather.', signature: '' },
+      { type: 'thinking', thinking: 'The user wants weather.', signature: `swy1.${createHash('sha256').update('The user wants weather.').digest('base64url')}` },
       { type: 'text', text: 'Let me check.' },
       { type: 'tool_use', id: 'call_1', name: 'get_weather', input: { city: 'Paris' } },
       { type: 'tool_use', id: 'call_2', name: 'now', input: {} },

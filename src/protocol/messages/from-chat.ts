@@ -3,7 +3,7 @@
  * `{id: "msg_…", type: "message", role: "assistant", model, content, stop_reason, stop_sequence,
  * stop_details: null, container: null, usage}`.
  *
- * - content: a `thinking` block from `reasoning_content` (signature ""), then a `text` block (the
+ * - content: a `thinking` block from `reasoning_content` (signed by the gateway: signature.ts), then a `text` block (the
  *   content, or the refusal), then one `tool_use` block per tool call. Empty text is left out.
  * - tool_use ids: the chat call id with characters outside `[A-Za-z0-9_-]` replaced by `_` (what
  *   Anthropic accepts back in `tool_use_id`), or a fresh `toolu_…` when the backend sent none.
@@ -14,6 +14,7 @@
  */
 import { randomBase64url } from '../../lib/random-id.ts';
 import type { ChatCompletion } from '../chat/schema.ts';
+import { gatewaySignature } from './signature.ts';
 
 export type StopReason = 'end_turn' | 'max_tokens' | 'stop_sequence' | 'tool_use' | 'pause_turn' | 'refusal';
 
@@ -147,7 +148,7 @@ export function chatToMessage(c: ChatCompletion, o: FromChatOptions): FromChat {
   const m = choice?.message as ChatMessageOut | undefined;
   const content: MessageContentBlock[] = [];
   const reasoning = typeof m?.reasoning_content === 'string' ? m.reasoning_content : typeof m?.reasoning === 'string' ? m.reasoning : '';
-  if (reasoning !== '' && o.omitThinking !== true) content.push({ type: 'thinking', thinking: reasoning, signature: '' });
+  if (reasoning !== '' && o.omitThinking !== true) content.push({ type: 'thinking', thinking: reasoning, signature: gatewaySignature(reasoning) });
   const text = typeof m?.content === 'string' && m.content !== '' ? m.content : typeof m?.refusal === 'string' ? m.refusal : '';
   if (text !== '') content.push({ type: 'text', text });
   for (const tc of m?.tool_calls ?? []) {

@@ -26,6 +26,12 @@
  *     gateway; .text(escaped, out) writes a plain token's text_delta from its escaped content
  *   sse(event) → "event: <type>\ndata: <json>\n\n"
  *
+ * Thinking signatures (signature.ts)
+ *   Translated thinking blocks carry gatewaySignature(text) = `swy1.` + base64url(SHA-256(text));
+ *   streams send it as a signature_delta before the block's content_block_stop.
+ *   withoutGatewayThinking(body) → { body, dropped }: the history without gateway-signed thinking
+ *     blocks, for Anthropic (which refuses signatures it did not make); the same body when none.
+ *
  * Native backends (`anthropic`: bytes passed through)
  *   usageFromMessage(jsonBody) → NativeUsage | undefined
  *   new NativeUsageReader().add(parsedEvent) for events named in USAGE_EVENTS; .usage at the end
@@ -67,6 +73,7 @@ export {
 } from './from-chat.ts';
 export { ChatToMessagesStream, MessagesStreamParts, messagesEventPart, type MessagesStreamEvent, type StreamOptions } from './stream.ts';
 export { sse } from './sse.ts';
+export { gatewaySignature, GATEWAY_SIGNATURE_PREFIX, gatewayThinkingCount, isGatewaySignature, ThinkingSigner, withoutGatewayThinking } from './signature.ts';
 export { isContentEvent, NativeUsageReader, USAGE_EVENTS, usageFromMessage, type NativeUsage } from './usage.ts';
 export { countInputTokens, countTokensResponse, messagesPrompt, type Prompt } from './count-tokens.ts';
 export {

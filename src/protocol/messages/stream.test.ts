@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
@@ -6,6 +7,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import { GatewayError } from '../../errors/gateway-error.ts';
 import type { ChatCompletionChunk } from '../chat/schema.ts';
 import { ChatToMessagesStream, MessagesStreamParts, printEvent, sse, type MessagesStreamEvent } from './stream.ts';
+import { gatewaySignature } from './signature.ts';
 import { ChunkPart, PlainHead, type EventPart } from '../stream-part.ts';
 import { ContentHead, plainContent } from '../chat/content-text.ts';
 
@@ -71,7 +73,7 @@ describe('chat chunks → Anthropic stream events', () => {
     );
     assert.deepEqual(shape, [
       'message_start',
-      'start 0 thinking', 'delta 0 thinking_delta', 'delta 0 thinking_delta', 'stop 0',
+      'start 0 thinking', 'delta 0 thinking_delta', 'delta 0 thinking_delta', 'delta 0 signature_delta', 'stop 0',
       'start 1 text', 'delta 1 text_delta', 'delta 1 text_delta', 'stop 1',
       'start 2 tool_use', 'delta 2 input_json_delta', 'delta 2 input_json_delta', 'stop 2',
       'start 3 tool_use', 'delta 3 input_json_delta', 'stop 3',
@@ -87,6 +89,34 @@ describe('chat chunks → Anthropic stream events', () => {
       delta: { stop_reason: 'tool_use', stop_sequence: null, stop_details: null },
       usage: { input_tokens: 20, output_tokens: 12, cache_creation_input_tokens: 0, cache_read_input_tokens: 10 },
     });
+  });
+
+  it("signs each thinking block: one signature_delta over its whole text right before its content_block_stop", () => {
+    const { events } = run([
+      chunk({ reasoning_content: 'Need ' }),
+      chunk({ reasoning_content: 'weather.' }),
+      chunk({ content: 'Checking.' }),
+      chunk({ reasoning: 'Second thought.' }),
+      chunk({}, 'stop'),
+    ]);
+    const sig = (text: string): string => `swy1.${createHash('sha256').update(text).digest('base64url')}`;
+    assert.deepEqual(events.slice(1, 4), [
+      { type: 'content_block_start', index: 0, content_block: { type: 'thinking', thinking: '', signature: '' } },
+      { type: 'content_block_delta', index: 0, delta: { type: 'thinking_delta', thinking: 'Need ' } },
+      { type: 'content_block_delta', index: 0, delta: { type: 'thinking_delta', thinking: 'weather.' } },
+    ]);
+    assert.deepEqual(events.slice(4, 6), [
+      { type: 'content_block_delta', index: 0, delta: { type: 'signature_delta', signature: sig('Need weather.') } },
+      { type: 'content_block_stop', index: 0 },
+    ]);
+    // the second thinking block is closed by finish(): its own signature, then its stop
+    const stop2 = events.findIndex((e) => e.type === 'content_block_stop' && e.index === 2);
+    assert.deepEqual(events[stop2 - 1], { type: 'content_block_delta', index: 2, delta: { type: 'signature_delta', signature: sig('Second thought.') } });
+    assert.equal(events.filter((e) => e.type === 'content_block_delta' && e.delta.type === 'signature_delta').length, 2);
+    assert.equal(sig('Need weather.'), gatewaySignature('Need weather.'));
+    assert.match(sig('x'), /^swy1\.[A-Za-z0-9_-]{43}$/);
+    // no thinking block, no signature
+    assert.ok(!run([chunk({ reasoning_content: 'hidden' }), chunk({ content: 'a' })], { omitThinking: true }).events.some((e) => e.type === 'content_block_delta' && e.delta.type === 'signature_delta'));
   });
 
   it('drops (with a warning) arguments for a tool call whose block is closed', () => {
@@ -155,7 +185,7 @@ describe('the translated stream through the real @anthropic-ai/sdk', () => {
     assert.equal(msg.model, 'claude-public');
     assert.match(msg.id, /^msg_/);
     assert.deepEqual(msg.content, [
-      { type: 'thinking', thinking: 'Need weather.', signature: '' },
+      { type: 'thinking', thinking: 'Need weather.', signature: gatewaySignature('Need weather.') },
       { type: 'text', text: 'Checking both.' },
       { type: 'tool_use', id: 'call_a', name: 'get_weather', input: { city: 'Paris' } },
       { type: 'tool_use', id: 'call_b', name: 'get_weather', input: { city: 'Rome' } },
@@ -222,6 +252,6 @@ describe('printEvent', () => {
       assert.equal(printEvent(e), JSON.stringify(e));
       kinds.add(`${e.type}:${'content_block' in e ? e.content_block.type : 'delta' in e && 'type' in e.delta ? e.delta.type : ''}`);
     }
-    for (const k of ['content_block_start:text', 'content_block_delta:text_delta', 'content_block_stop:', 'message_stop:']) assert.ok(kinds.has(k), k);
+    for (const k of ['content_block_start:text', 'content_block_delta:text_delta', 'content_block_delta:signature_delta', 'content_block_stop:', 'message_stop:']) assert.ok(kinds.has(k), k);
   });
 });

@@ -6,7 +6,8 @@
  *   message_delta (stop_reason, stop_sequence, usage) · message_stop
  *
  * - One block is open at a time, indexes 0, 1, 2 …: reasoning (`reasoning_content`, or
- *   `reasoning`) → a `thinking` block with `thinking_delta`s; `content` (and `refusal`) → a `text`
+ *   `reasoning`) → a `thinking` block with `thinking_delta`s and, before its content_block_stop,
+ *   one `signature_delta` with the gateway's signature of its text (signature.ts); `content` (and `refusal`) → a `text`
  *   block with `text_delta`s; each chat tool call (by its `index`) → a `tool_use` block opened when
  *   its name is known, its argument fragments as `input_json_delta`s. A change of kind closes the
  *   open block and opens the next; text after a tool call opens a new text block.
@@ -34,6 +35,7 @@ import {
 
 import { EventPart, type PartUsage } from '../stream-part.ts';
 import { isContentEvent } from './usage.ts';
+import { ThinkingSigner } from './signature.ts';
 
 export { sse } from './sse.ts';
 
@@ -45,7 +47,8 @@ type StartBlock =
 type Delta =
   | { type: 'text_delta'; text: string }
   | { type: 'thinking_delta'; thinking: string }
-  | { type: 'input_json_delta'; partial_json: string };
+  | { type: 'input_json_delta'; partial_json: string }
+  | { type: 'signature_delta'; signature: string };
 
 export type MessagesStreamEvent =
   | { type: 'message_start'; message: MessagesMessage }
@@ -90,7 +93,7 @@ export class ChatToMessagesStream {
   private ended = false;
   private id: string | undefined;
   private next = 0;
-  private open: { kind: 'text' | 'thinking' | 'tool'; index: number; tool?: ToolState } | undefined;
+  private open: { kind: 'text' | 'thinking' | 'tool'; index: number; tool?: ToolState; signer?: ThinkingSigner } | undefined;
   private readonly tools = new Map<number, ToolState>();
   private finishReason: string | null = null;
   private stopSequence: string | null = null;
@@ -148,6 +151,7 @@ export class ChatToMessagesStream {
     const reasoning = typeof d.reasoning_content === 'string' ? d.reasoning_content : typeof d.reasoning === 'string' ? d.reasoning : '';
     if (reasoning !== '' && this.o.omitThinking !== true) {
       this.ensure('thinking', out);
+      this.open?.signer?.update(reasoning);
       out.push({ type: 'content_block_delta', index: this.next - 1, delta: { type: 'thinking_delta', thinking: reasoning } });
     }
     if (typeof d.content === 'string') this.content(d.content, false, out);
@@ -211,6 +215,8 @@ export class ChatToMessagesStream {
 
   private close(out: MessagesStreamEvent[]): void {
     if (!this.open) return;
+    // Anthropic's order: the thinking block's signature_delta right before its content_block_stop
+    if (this.open.signer) out.push({ type: 'content_block_delta', index: this.open.index, delta: { type: 'signature_delta', signature: this.open.signer.digest() } });
     out.push({ type: 'content_block_stop', index: this.open.index });
     if (this.open.tool) this.open.tool.state = 'closed';
     this.open = undefined;
@@ -221,7 +227,7 @@ export class ChatToMessagesStream {
     if (this.open?.kind === kind) return;
     this.close(out);
     const index = this.next++;
-    this.open = { kind, index };
+    this.open = kind === 'thinking' ? { kind, index, signer: new ThinkingSigner() } : { kind, index };
     const content_block: StartBlock = kind === 'text' ? { type: 'text', text: '' } : { type: 'thinking', thinking: '', signature: '' };
     out.push({ type: 'content_block_start', index, content_block });
   }
