@@ -5,7 +5,7 @@
  * comes back parsed; a stream's events come back as their exact text with the commit point, the
  * end and the usage (cache reads and writes) read on the way; error answers, a mid-stream `error`
  * event and malformed events become the gateway's errors, the key never shown; an abort stops the
- * upstream read.
+ * upstream read. Thinking blocks the gateway signed are left out (Anthropic refuses them).
  */
 import { after, before, beforeEach, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -15,6 +15,7 @@ import { AnthropicBackend } from '../src/backends/anthropic/backend.ts';
 import type { CallContext, JsonObject, NativeCall } from '../src/backends/contract.ts';
 import type { EventPart } from '../src/protocol/stream-part.ts';
 import { startFakeAnthropic, type FakeAnthropic } from './support/fake-anthropic-upstream.ts';
+import { gatewaySignature } from '../src/protocol/messages/signature.ts';
 
 const KEY = 'sk-ant-api03-native-test-secret';
 let fake: FakeAnthropic;
@@ -128,6 +129,43 @@ describe('anthropic native messages: the request', () => {
       ['2023-06-01', undefined],
       ['2023-06-01', undefined],
     ]);
+  });
+});
+
+describe('anthropic native messages: thinking blocks the gateway signed', () => {
+  test('messages, streams and count_tokens leave them out; Anthropic-signed thinking and redacted_thinking pass unchanged', async () => {
+    const withGatewayTurn = (stream: boolean): JsonObject => {
+      const body = claudeCodeBody(stream);
+      const messages = body.messages as JsonObject[];
+      const gatewayTurn = {
+        role: 'assistant',
+        content: [
+          { type: 'thinking', thinking: 'translated reasoning', signature: gatewaySignature('translated reasoning') },
+          { type: 'redacted_thinking', data: 'EmwKAhgBEgy3va3pzix/LafPsn4a' },
+          { type: 'text', text: 'done' },
+        ],
+      };
+      return { ...body, messages: [...messages, gatewayTurn, { role: 'user', content: 'next' }] };
+    };
+    const expected = (body: JsonObject): JsonObject => {
+      const messages = (body.messages as JsonObject[]).slice();
+      messages[3] = { role: 'assistant', content: [{ type: 'redacted_thinking', data: 'EmwKAhgBEgy3va3pzix/LafPsn4a' }, { type: 'text', text: 'done' }] };
+      return { ...body, messages };
+    };
+    const b = backend();
+    const json = withGatewayTurn(false);
+    const before = JSON.stringify(json);
+    const headers = call(false).headers;
+    await b.messages({ body: json, headers }, ctx());
+    await collect(await b.messagesStream({ body: withGatewayTurn(true), headers }, ctx()));
+    await b.countMessageTokens({ body: withGatewayTurn(false), headers }, ctx());
+    assert.equal(JSON.stringify(json), before, "the caller's body is not modified");
+    assert.deepEqual(fake.requests.map((r) => r.path), ['/v1/messages', '/v1/messages', '/v1/messages/count_tokens']);
+    assert.equal(fake.requests[0]!.raw, JSON.stringify(expected(json)));
+    assert.equal(fake.requests[1]!.raw, JSON.stringify(expected(withGatewayTurn(true))));
+    assert.equal(fake.requests[2]!.raw, JSON.stringify(expected(withGatewayTurn(false))));
+    // the Anthropic-signed thinking block of the earlier turn is there, as it was
+    assert.deepEqual((fake.requests[0]!.body as { messages: JsonObject[] }).messages[1], (claudeCodeBody(false).messages as JsonObject[])[1]);
   });
 });
 

@@ -2,11 +2,16 @@
  * `POST /v1/messages` and `/v1/messages/count_tokens` on the wire (plain HTTP), translated to chat
  * backends: the Message object and the stream's event sequence as Anthropic documents them, errors
  * in Anthropic's envelope, failover before the commit point, a cut after it as an `error` event,
- * the warnings header, and what a Claude-Code-like request makes of it.
+ * the warnings header, and what a Claude-Code-like request makes of it. Thinking translated from a
+ * chat backend's reasoning is signed by the gateway, and such blocks never reach Anthropic.
  */
-import { describe, test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import Anthropic from '@anthropic-ai/sdk';
 import { upstreamsWithGateway } from './support/suite.ts';
+import { startFakeLlamaServer, type FakeLlamaServer } from './support/fake-llama-server.ts';
+import { startFakeAnthropic, type FakeAnthropic } from './support/fake-anthropic-upstream.ts';
+import { startGateway, type TestGateway } from './support/gateway.ts';
 
 type Json = Record<string, unknown>;
 const isRecord = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -257,5 +262,138 @@ describe('/v1/messages on the wire, translated to a chat backend', () => {
     assert.equal(m.type, 'error');
     assert.ok(isRecord(m.error));
     assert.equal(m.error.type, 'not_found_error');
+  });
+});
+
+describe('/v1/messages thinking blocks: signed by the gateway, kept from Anthropic', () => {
+  const KEY = 'sk-ant-api03-signature-test';
+  const SIG = /^swy1\.[A-Za-z0-9_-]{43}$/;
+  let llama: FakeLlamaServer;
+  let claude: FakeAnthropic;
+  let gw: TestGateway;
+  let client: Anthropic;
+
+  before(async () => {
+    llama = await startFakeLlamaServer({ alias: 'qwen-test' });
+    claude = await startFakeAnthropic({ apiKey: KEY });
+    gw = await startGateway(`
+backends:
+  local: { type: llamacpp, base_url: "${llama.url}" }
+  claude: { type: anthropic, base_url: "${claude.url}", api_key: "${KEY}" }
+routing:
+  retry: { max_retries: 0 }
+  breaker: { consecutive_failures: 0, min_requests: 100000 }
+models:
+  local: { targets: [ { backend: local, model: qwen-test } ] }
+  claude: { targets: [ { backend: claude, model: claude-sonnet-4-5 } ] }
+`);
+    client = new Anthropic({ baseURL: gw.url, apiKey: 'unused', maxRetries: 0 });
+  });
+  after(async () => {
+    await gw.close();
+    await llama.close();
+    await claude.close();
+  });
+
+  const postTo = (g: TestGateway, body: unknown): Promise<Response> =>
+    fetch(`${g.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01' }, body: JSON.stringify(body) });
+
+  /** A turn of the llama backend with reasoning, streamed through the SDK: its raw events and final message. */
+  async function thinkingTurn(): Promise<{ events: Anthropic.MessageStreamEvent[]; message: Anthropic.Message }> {
+    const stream = client.messages.stream({ model: 'local', max_tokens: 64, messages: [{ role: 'user', content: 'think: the sky' }] });
+    const events: Anthropic.MessageStreamEvent[] = [];
+    for await (const ev of stream) events.push(ev);
+    return { events, message: await stream.finalMessage() };
+  }
+
+  test("stream through the SDK: the thinking block's signature is the gateway's, sent as a signature_delta right before its content_block_stop", async () => {
+    const { events, message } = await thinkingTurn();
+    const thinking = message.content[0];
+    assert.ok(thinking?.type === 'thinking', JSON.stringify(message.content));
+    assert.equal(thinking.thinking, 'thinking about the sky');
+    assert.match(thinking.signature, SIG);
+    assert.deepEqual(message.content.map((b) => b.type), ['thinking', 'text']);
+    const stop = events.findIndex((e) => e.type === 'content_block_stop' && e.index === 0);
+    assert.ok(stop > 0);
+    assert.deepEqual(events[stop - 1], { type: 'content_block_delta', index: 0, delta: { type: 'signature_delta', signature: thinking.signature } });
+    const signatureDeltas = events.filter((e) => e.type === 'content_block_delta' && e.delta.type === 'signature_delta');
+    assert.equal(signatureDeltas.length, 1);
+  });
+
+  test('JSON: the thinking block carries the same signature as the stream gives for the same text', async () => {
+    const { message: streamed } = await thinkingTurn();
+    const m = await client.messages.create({ model: 'local', max_tokens: 64, messages: [{ role: 'user', content: 'think: the sky' }] });
+    const thinking = m.content[0];
+    assert.ok(thinking?.type === 'thinking', JSON.stringify(m.content));
+    assert.match(thinking.signature, SIG);
+    assert.deepEqual(thinking, streamed.content[0]);
+  });
+
+  /** History: an Anthropic-made turn (signed thinking, redacted thinking), then the gateway's thinking turn. */
+  async function history(): Promise<{ theirs: Anthropic.MessageParam; messages: Anthropic.MessageParam[] }> {
+    const { message } = await thinkingTurn();
+    const theirs: Anthropic.MessageParam = {
+      role: 'assistant',
+      content: [
+        { type: 'thinking', thinking: 'Anthropic thought.', signature: 'EqQBCkYIBxgCKkBsig+/=' },
+        { type: 'redacted_thinking', data: 'EmwKAhgBEgy3va3pzix/LafPsn4a' },
+        { type: 'text', text: 'first answer' },
+      ],
+    };
+    const messages: Anthropic.MessageParam[] = [
+      { role: 'user', content: 'first question' },
+      theirs,
+      { role: 'user', content: 'think: the sky' },
+      { role: 'assistant', content: message.content },
+      { role: 'user', content: 'and now?' },
+    ];
+    return { theirs, messages };
+  }
+
+  test('history to a native anthropic target: gateway-signed thinking is left out with a warning; Anthropic-signed and redacted thinking arrive unchanged', async () => {
+    const { theirs, messages } = await history();
+    claude.reset();
+    const { data: m, response } = await client.messages.create({ model: 'claude', max_tokens: 64, messages }).withResponse();
+    assert.equal(response.status, 200);
+    assert.equal(m.content[0]?.type === 'text' && m.content[0].text, 'echo: and now?');
+    assert.match(response.headers.get('x-switchyard-warnings') ?? '', /1 thinking block\(s\) signed by the gateway left out/);
+    const sent = claude.requests.at(-1);
+    assert.ok(sent && isRecord(sent.body));
+    const upMessages = sent.body.messages as Json[];
+    assert.equal(upMessages.length, 5);
+    assert.deepEqual(upMessages[1], theirs);
+    assert.deepEqual(upMessages[3], { role: 'assistant', content: (messages[3]?.content as unknown as Json[]).filter((b) => b.type !== 'thinking') });
+    assert.equal((upMessages[3]?.content as Json[]).length, 1);
+    assert.ok(!sent.raw.includes('swy1.'));
+
+    // streamed the same way
+    claude.reset();
+    const res = await postTo(gw, { model: 'claude', max_tokens: 64, stream: true, messages });
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('x-switchyard-warnings') ?? '', /signed by the gateway left out/);
+    assert.equal(parseSse(await res.text()).at(-1)?.event, 'message_stop');
+    assert.ok(!(claude.requests.at(-1)?.raw ?? 'swy1.').includes('swy1.'));
+  });
+
+  test('history to a native target with no gateway-signed block: sent as the client wrote it, no warning', async () => {
+    const { messages } = await history();
+    const clean = messages.slice(0, 2).concat([{ role: 'user', content: 'again' }]);
+    claude.reset();
+    const body = { model: 'claude', max_tokens: 64, messages: clean };
+    const res = await postTo(gw, body);
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get('x-switchyard-warnings'), null);
+    assert.equal(claude.requests.at(-1)?.raw, JSON.stringify({ ...body, model: 'claude-sonnet-4-5' }));
+  });
+
+  test('history to a translated (llama-server) target: the gateway-signed block goes on as reasoning_content', async () => {
+    const { messages } = await history();
+    const { response } = await client.messages.create({ model: 'local', max_tokens: 64, messages }).withResponse();
+    assert.equal(response.status, 200);
+    assert.doesNotMatch(response.headers.get('x-switchyard-warnings') ?? '', /signed by the gateway/);
+    const up = llama.requests.filter((r) => r.path === '/v1/chat/completions').at(-1);
+    assert.ok(up && isRecord(up.body));
+    const assistant = (up.body.messages as Json[]).filter((m) => m.role === 'assistant');
+    assert.equal(assistant[1]?.reasoning_content, 'thinking about the sky');
   });
 });
