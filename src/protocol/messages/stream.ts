@@ -7,10 +7,11 @@
  *
  * - One block is open at a time, indexes 0, 1, 2 …: reasoning (`reasoning_content`, or
  *   `reasoning`) → a `thinking` block with `thinking_delta`s and, before its content_block_stop,
- *   one `signature_delta` with the gateway's signature of its text (signature.ts); `content` (and `refusal`) → a `text`
- *   block with `text_delta`s; each chat tool call (by its `index`) → a `tool_use` block opened when
- *   its name is known, its argument fragments as `input_json_delta`s. A change of kind closes the
- *   open block and opens the next; text after a tool call opens a new text block.
+ *   one `signature_delta` with the gateway's signature of its text (signature.ts); `content` (and
+ *   `refusal`) → a `text` block with `text_delta`s; each chat tool call (by its `index`) → a
+ *   `tool_use` block opened when its name is known, its argument fragments as `input_json_delta`s.
+ *   A change of kind closes the open block and opens the next; text after a tool call opens a new
+ *   text block.
  * - A fragment for a tool call whose block was already closed (a backend interleaving parallel
  *   calls) cannot be sent: it is dropped with a warning.
  * - message_start carries `usage.input_tokens` from `inputTokens` (the gateway's estimate) or 0;
