@@ -103,7 +103,9 @@ export function resolveTracing(cfg: TracingConfig | undefined, env: Env = proces
 
 /**
  * The exporter, reporting a failed export once (not once per batch or span) until an export
- * succeeds again. Exports run from the BatchSpanProcessor's timer, never on a request.
+ * succeeds again. An export starts in an event-loop turn of its own: the BatchSpanProcessor also
+ * exports when its buffer fills, from within the `span.end()` that filled it, and serializing a
+ * batch there would delay that request's answer.
  */
 export class ReportingExporter implements SpanExporter {
   private failing = false;
@@ -115,6 +117,17 @@ export class ReportingExporter implements SpanExporter {
   ) {}
 
   export(spans: ReadableSpan[], done: (r: ExportResult) => void): void {
+    setImmediate(() => {
+      try {
+        this.send(spans, done);
+      } catch (err) {
+        // a throwing exporter loses its batch, never the process
+        done({ code: ExportResultCode.FAILED, error: err instanceof Error ? err : new Error(String(err)) });
+      }
+    });
+  }
+
+  private send(spans: ReadableSpan[], done: (r: ExportResult) => void): void {
     this.inner.export(spans, (r) => {
       if (r.code !== ExportResultCode.SUCCESS) {
         if (!this.failing) {

@@ -58,6 +58,22 @@ const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !
 const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
 const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
 
+/** Upstream origins' host and port, parsed once per origin (a gateway calls a handful). */
+const servers = new Map<string, { address: string; port: number } | undefined>();
+
+function serverOf(origin: string): { address: string; port: number } | undefined {
+  if (servers.has(origin)) return servers.get(origin);
+  let server: { address: string; port: number } | undefined;
+  try {
+    const u = new URL(origin);
+    server = { address: u.hostname, port: u.port !== '' ? Number(u.port) : u.protocol === 'https:' ? 443 : 80 };
+  } catch {
+    server = undefined;
+  }
+  if (servers.size < 256) servers.set(origin, server);
+  return server;
+}
+
 /** One upstream attempt's CLIENT span. */
 export class AttemptTrace {
   /** `traceparent` (and `tracestate`) of this span, for the upstream call */
@@ -91,12 +107,10 @@ export class AttemptTrace {
   call(origin: string, body: unknown): void {
     const s = this.span;
     if (!s.isRecording()) return;
-    try {
-      const u = new URL(origin);
-      s.setAttribute('server.address', u.hostname);
-      s.setAttribute('server.port', u.port !== '' ? Number(u.port) : u.protocol === 'https:' ? 443 : 80);
-    } catch {
-      // an origin undici took is a URL
+    const server = serverOf(origin);
+    if (server !== undefined) {
+      s.setAttribute('server.address', server.address);
+      s.setAttribute('server.port', server.port);
     }
     if (!isObj(body)) return;
     const maxTokens = num(body.max_completion_tokens) ?? num(body.max_tokens) ?? num(body.max_output_tokens);
@@ -324,20 +338,9 @@ export class RequestTrace {
   /** A CLIENT span for one upstream attempt, child of this request's span. */
   attempt(f: AttemptFacts): AttemptTrace {
     const op = OPERATION[f.op] ?? f.op;
-    const attributes: Attributes = {
-      'gen_ai.operation.name': op,
-      'gen_ai.provider.name': GENAI_PROVIDER[f.backendType] ?? f.backendType,
-      'gen_ai.request.model': f.model,
-      'switchyard.model': f.publicModel,
-      'switchyard.backend': f.backend,
-      'switchyard.attempt': f.attempt,
-      'switchyard.retry': f.retry,
-      'switchyard.failover': f.failover,
-      'switchyard.policy': f.policy,
-      'switchyard.breaker.state': f.breaker,
-    };
-    if (f.maxTokens !== undefined) attributes['gen_ai.request.max_tokens'] = f.maxTokens;
-    const span = this.owner.tracer.startSpan(`${op} ${f.model}`, { kind: SpanKind.CLIENT, attributes, startTime: now() }, this.ctx);
+    // the samplers decide by the trace alone: the attributes are built only for a span that records
+    const span = this.owner.tracer.startSpan(`${op} ${f.model}`, { kind: SpanKind.CLIENT, startTime: now() }, this.ctx);
+    if (span.isRecording()) span.setAttributes(attemptAttributes(op, f));
     const a = new AttemptTrace(span, this.ctx, this);
     this.attempts.push(a);
     this.owner.byAbort.set(f.abortKey ?? a, a);
@@ -375,6 +378,24 @@ export class RequestTrace {
   }
 }
 
+/** An attempt span's attributes at its start. */
+function attemptAttributes(op: string, f: AttemptFacts): Attributes {
+  const attributes: Attributes = {
+    'gen_ai.operation.name': op,
+    'gen_ai.provider.name': GENAI_PROVIDER[f.backendType] ?? f.backendType,
+    'gen_ai.request.model': f.model,
+    'switchyard.model': f.publicModel,
+    'switchyard.backend': f.backend,
+    'switchyard.attempt': f.attempt,
+    'switchyard.retry': f.retry,
+    'switchyard.failover': f.failover,
+    'switchyard.policy': f.policy,
+    'switchyard.breaker.state': f.breaker,
+  };
+  if (f.maxTokens !== undefined) attributes['gen_ai.request.max_tokens'] = f.maxTokens;
+  return attributes;
+}
+
 /** The tracer of this process while tracing is on. */
 export class Tracing {
   readonly tracer: Tracer;
@@ -393,11 +414,9 @@ export class Tracing {
   /** A SERVER span for an API request, continuing the client's trace context. */
   startRequest(requestId: string, method: string, path: string, route: string, headers: Readonly<Record<string, string | string[] | undefined>>): RequestTrace {
     const parent = headers.traceparent !== undefined ? propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter) : ROOT_CONTEXT;
-    const span = this.tracer.startSpan(
-      route === 'unmatched' ? method : `${method} ${route}`,
-      { kind: SpanKind.SERVER, attributes: { 'http.request.method': method, 'url.path': path, 'http.route': route, 'switchyard.request_id': requestId }, startTime: now() },
-      parent,
-    );
+    const span = this.tracer.startSpan(route === 'unmatched' ? method : `${method} ${route}`, { kind: SpanKind.SERVER, startTime: now() }, parent);
+    // built only for a span that records (the samplers decide by the trace alone)
+    if (span.isRecording()) span.setAttributes({ 'http.request.method': method, 'url.path': path, 'http.route': route, 'switchyard.request_id': requestId });
     const r = new RequestTrace(span, parent, this, requestId, this.setup.recordContent);
     this.requests.set(requestId, r);
     return r;

@@ -1,10 +1,11 @@
 /**
  * `type: anthropic` — Claude through the Anthropic Messages API, behind the OpenAI Chat Completions
  * shape. Built on `@anthropic-ai/sdk` with `maxRetries: 0` (the router owns retries), the attempt's
- * abort signal, no SDK deadline (the router enforces its own through that signal), tracing off (it
- * would record prompts) and one pooled keep-alive undici dispatcher per backend. The translation
- * itself lives in pure functions: backends/anthropic/translate.ts (requests), backends/anthropic/response.ts
- * (responses, usage) and backends/anthropic/stream.ts (stream events → chunks).
+ * abort signal, no SDK deadline (the router enforces its own through that signal), the SDK's own
+ * tracing off (it would record prompts; the gateway's attempt span goes as `traceparent`) and one
+ * pooled keep-alive undici dispatcher per backend. The translation itself lives in pure functions:
+ * backends/anthropic/translate.ts (requests), backends/anthropic/response.ts (responses, usage) and
+ * backends/anthropic/stream.ts (stream events → chunks).
  * A `/v1/messages` client's own requests take the native path instead (backends/anthropic/native.ts):
  * no SDK, the gateway's undici client on the same Agent, the body and the events as they came.
  *
