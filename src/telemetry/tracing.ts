@@ -77,7 +77,7 @@ function serverOf(origin: string): { address: string; port: number } | undefined
 /** One upstream attempt's CLIENT span. */
 export class AttemptTrace {
   /** `traceparent` (and `tracestate`) of this span, for the upstream call */
-  readonly headers: Record<string, string> = {};
+  readonly headers: Record<string, string>;
   private endAt: number | undefined;
   private ended = false;
   /** the attempt that served the answer: usage and cost come from the request's end */
@@ -94,12 +94,17 @@ export class AttemptTrace {
   /** the shape the stream's output is recorded in: chat choices, Messages content, Responses output */
   private textShape: 'choices' | 'content' | 'output' = 'choices';
 
+  /**
+   * @param span the attempt's span; for a request that is not sampled, the request's own
+   *   (non-recording) span
+   * @param headers the trace context the upstream call carries (see RequestTrace.attempt)
+   */
   constructor(
     readonly span: Span,
-    ctx: Context,
+    headers: Record<string, string>,
     private readonly owner: RequestTrace,
   ) {
-    propagator.inject(trace.setSpan(ctx, span), this.headers, defaultTextMapSetter);
+    this.headers = headers;
     this.watch = span.isRecording();
   }
 
@@ -321,29 +326,54 @@ function headOf(part: unknown): Obj | undefined {
 
 /** One API request's SERVER span and its attempts. */
 export class RequestTrace {
-  readonly ctx: Context;
+  private ctx_: Context | undefined;
+  /** a request that is not sampled: the trace context all its attempts pass upstream */
+  private unsampled: Record<string, string> | undefined;
   private readonly attempts: AttemptTrace[] = [];
+  /** the attempts' keys in Tracing.byAbort */
+  private readonly keys: object[] = [];
   private ended = false;
 
   constructor(
     readonly span: Span,
-    parent: Context,
+    private readonly parent: Context,
     private readonly owner: Tracing,
     readonly requestId: string,
     readonly recordContent: boolean,
-  ) {
-    this.ctx = trace.setSpan(parent, span);
+  ) {}
+
+  /** The context of this request's span (its attempts' parent). */
+  get ctx(): Context {
+    return (this.ctx_ ??= trace.setSpan(this.parent, this.span));
   }
 
-  /** A CLIENT span for one upstream attempt, child of this request's span. */
+  /**
+   * A CLIENT span for one upstream attempt, child of this request's span. A request that is not
+   * sampled has no sampled attempt (every sampler here decides by the trace, or by its parent: the
+   * request's span): its attempts make no span, and pass the request span's context upstream, in
+   * the same trace and not sampled, as a span that records nothing would.
+   */
   attempt(f: AttemptFacts): AttemptTrace {
-    const op = OPERATION[f.op] ?? f.op;
-    // the samplers decide by the trace alone: the attributes are built only for a span that records
-    const span = this.owner.tracer.startSpan(`${op} ${f.model}`, { kind: SpanKind.CLIENT, startTime: now() }, this.ctx);
-    if (span.isRecording()) span.setAttributes(attemptAttributes(op, f));
-    const a = new AttemptTrace(span, this.ctx, this);
+    let a: AttemptTrace;
+    if (this.span.isRecording()) {
+      const op = OPERATION[f.op] ?? f.op;
+      const span = this.owner.tracer.startSpan(`${op} ${f.model}`, { kind: SpanKind.CLIENT, startTime: now() }, this.ctx);
+      // the samplers decide by the trace alone: the attributes are built only for a span that records
+      if (span.isRecording()) span.setAttributes(attemptAttributes(op, f));
+      const headers: Record<string, string> = {};
+      propagator.inject(trace.setSpan(this.ctx, span), headers, defaultTextMapSetter);
+      a = new AttemptTrace(span, headers, this);
+    } else {
+      if (this.unsampled === undefined) {
+        this.unsampled = {};
+        propagator.inject(this.ctx, this.unsampled, defaultTextMapSetter);
+      }
+      a = new AttemptTrace(this.span, this.unsampled, this);
+    }
     this.attempts.push(a);
-    this.owner.byAbort.set(f.abortKey ?? a, a);
+    const key = f.abortKey ?? a;
+    this.keys.push(key);
+    this.owner.byAbort.set(key, a);
     return a;
   }
 
@@ -352,6 +382,7 @@ export class RequestTrace {
     if (this.ended) return;
     this.ended = true;
     this.owner.forget(this);
+    for (const k of this.keys) this.owner.byAbort.delete(k);
     for (const a of this.attempts) a.settle(f);
     const s = this.span;
     if (s.isRecording()) {
@@ -401,8 +432,11 @@ export class Tracing {
   readonly tracer: Tracer;
   /** requests in flight by request id (the router's way to its request's span) */
   private readonly requests = new Map<string, RequestTrace>();
-  /** attempts by their abort object (the upstream client's way to its attempt's span) */
-  readonly byAbort = new WeakMap<object, AttemptTrace>();
+  /**
+   * attempts in flight by their abort object (the upstream client's way to its attempt's span),
+   * until their request finishes (a Map: a WeakMap's entries cost the garbage collector more)
+   */
+  readonly byAbort = new Map<object, AttemptTrace>();
 
   constructor(
     private readonly provider: BasicTracerProvider,
