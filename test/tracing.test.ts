@@ -272,6 +272,17 @@ describe('tracing over OTLP/HTTP protobuf (configured by the OTEL_* variables)',
     assert.equal(line?.span_id, server.spanId);
   });
 
+  test('a request the client did not sample: the upstream gets the same trace, not sampled; the log line keeps the ids', async () => {
+    const r = await chat(ctx.gw.baseURL, { model: 'm', messages: [{ role: 'user', content: 'hi' }] }, { traceparent: `00-${TRACE_ID}-${CLIENT_PARENT}-00` });
+    assert.equal(r.status, 200, r.text);
+    const sent = String(ctx.fakeA.requests.at(-1)?.headers.traceparent);
+    assert.match(sent, new RegExp(`^00-${TRACE_ID}-[0-9a-f]{16}-00$`));
+    assert.notEqual(sent.split('-')[2], CLIENT_PARENT, 'the gateway is a hop of its own');
+    const line = ctx.gw.logs.map((l) => JSON.parse(l) as Obj).find((l) => l.msg === 'request' && l.request_id === r.requestId);
+    assert.equal(line?.trace_id, TRACE_ID);
+    assert.equal(line?.span_id, sent.split('-')[2]);
+  });
+
   test('a failover: two attempt spans under the request, the failed one with error.type', async () => {
     ctx.fakeA.enqueue({ kind: 'error', status: 503, message: 'overloaded' });
     const r = await chat(ctx.gw.baseURL, { model: 'm', messages: [{ role: 'user', content: 'hi' }] });
