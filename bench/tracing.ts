@@ -161,6 +161,8 @@ export async function tracingScenario(o: TracingOptions): Promise<string> {
           for (let r = 0; r < o.rounds; r++) {
             for (const i of r % 2 ? [...order].reverse() : order) {
               const v = VARIANTS[i] as Variant;
+              // the gateway measured before may still be exporting its last spans on the same core
+              await sleep(500);
               const { us, count } = await cpuRound(procs[i] as Proc, sc, 2);
               mine[i]?.push(us);
               responses.set(v.id, (responses.get(v.id) ?? 0) + count);
