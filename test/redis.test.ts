@@ -9,8 +9,8 @@
  * In CI (CI set) a missing redis-server is a failure, never a skip.
  */
 import assert from 'node:assert/strict';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -22,60 +22,15 @@ import { MemoryStore } from '../src/state/memory.ts';
 import { RedisStore } from '../src/state/redis.ts';
 import type { StateStore } from '../src/state/store.ts';
 import { createLogger } from '../src/telemetry/logger.ts';
-import { freePort, redisPing } from './support/net.ts';
+import { RedisServer, redisSkip, until } from './support/redis-server.ts';
+import { freePort } from './support/net.ts';
 
 const root = join(import.meta.dirname, '..');
-const hasRedis = spawnSync('redis-server', ['--version']).status === 0;
-const skip = !hasRedis && !process.env.CI ? 'redis-server is not installed (apt-get install redis-server; .ci/run does it)' : false;
+const skip = redisSkip;
 
 const KEY = 'sk-gw-shared-limits-001';
 const FREE = 'sk-gw-shared-free-002';
 const OTHER = 'sk-gw-shared-other-003';
-
-async function until(what: string, f: () => Promise<boolean>, ms = 15_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await f()) return;
-    await sleep(50);
-  }
-  assert.fail(`timed out waiting for: ${what}`);
-}
-
-class RedisServer {
-  constructor(
-    readonly port: number,
-    private readonly dir: string,
-  ) {}
-  private get pidfile(): string {
-    return join(this.dir, `redis-${this.port}.pid`);
-  }
-  async start(): Promise<void> {
-    const r = spawnSync('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--daemonize', 'yes', '--pidfile', this.pidfile, '--save', '', '--appendonly', 'no', '--dir', this.dir], {
-      encoding: 'utf8',
-    });
-    assert.equal(r.status, 0, `redis-server did not start: ${r.stdout}${r.stderr}`);
-    await until('redis answers PING', () => redisPing(this.port));
-  }
-  pid(): number | undefined {
-    try {
-      const n = Number(readFileSync(this.pidfile, 'utf8').trim());
-      return Number.isInteger(n) && n > 0 ? n : undefined;
-    } catch {
-      return undefined;
-    }
-  }
-  async stop(): Promise<void> {
-    const pid = this.pid();
-    if (pid === undefined) return;
-    try {
-      process.kill(pid, 'SIGKILL');
-    } catch {
-      // already gone
-    }
-    rmSync(this.pidfile, { force: true });
-    await until('redis is gone', async () => !(await redisPing(this.port)));
-  }
-}
 
 interface Proc {
   url: string;
@@ -136,8 +91,7 @@ describe('shared state through Redis: two gateway processes', { skip }, () => {
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'switchyard-redis-'));
-    redis = new RedisServer(await freePort(), dir);
-    await redis.start();
+    redis = await RedisServer.start(dir);
     up = await startFakeOpenAI();
     const cfg = join(dir, 'providers.yaml');
     writeFileSync(
@@ -247,7 +201,7 @@ state: { store: redis, url: "redis://127.0.0.1:${redis.port}", key_prefix: "sy-t
     const local = await client(g1 as Proc, FREE).chat.completions.create(ask('again'));
     assert.ok(local.choices[0]);
 
-    await redis.start();
+    await redis.launch();
     for (const g of [g1, g2] as Proc[]) {
       await until('recovered', async () => (await ready(g)).body.state?.state === 'ok', 20_000);
       await until('the recovery is logged', async () => g.out.join('').includes('"msg":"state store recovered"'));
@@ -417,8 +371,7 @@ storeScenarios(
   'redis (Lua)',
   async () => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-redis-store-'));
-    const server = new RedisServer(await freePort(), dir);
-    await server.start();
+    const server = await RedisServer.start(dir);
     const store = new RedisStore({
       url: `redis://127.0.0.1:${server.port}`,
       keyPrefix: 'sy-store-test:',

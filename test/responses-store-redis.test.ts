@@ -6,59 +6,21 @@
  * In CI (CI set) a missing redis-server is a failure, never a skip.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { GatewayError } from '../src/errors/gateway-error.ts';
 import { inputItemsOf, nextHistory, ResponsesStore, type StoredResponse } from '../src/gateway/responses-store.ts';
 import { RedisStore } from '../src/state/redis.ts';
 import { createLogger } from '../src/telemetry/logger.ts';
-import { freePort, redisPing } from './support/net.ts';
+import { freePort } from './support/net.ts';
+import { RedisServer, redisSkip, until } from './support/redis-server.ts';
 
-const hasRedis = spawnSync('redis-server', ['--version']).status === 0;
-const skip = !hasRedis && !process.env.CI ? 'redis-server is not installed (apt-get install redis-server; .ci/run does it)' : false;
+const skip = redisSkip;
 const PREFIX = 'sy-resp-test:';
 const OPTS = { ttlSeconds: 30 * 86_400, maxEntryBytes: 1 << 20, maxTotalBytes: 1 << 24 };
-
-async function until(what: string, f: () => boolean | Promise<boolean>, ms = 15_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await f()) return;
-    await sleep(25);
-  }
-  assert.fail(`timed out waiting for: ${what}`);
-}
-
-async function startRedis(port: number, dir: string): Promise<{ stop(): Promise<void> }> {
-  const pidfile = join(dir, `redis-${port}.pid`);
-  const r = spawnSync('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--daemonize', 'yes', '--pidfile', pidfile, '--save', '', '--appendonly', 'no', '--dir', dir], {
-    encoding: 'utf8',
-  });
-  assert.equal(r.status, 0, `redis-server did not start: ${r.stdout}${r.stderr}`);
-  await until('redis answers PING', () => redisPing(port));
-  return {
-    async stop() {
-      let pid: number | undefined;
-      try {
-        pid = Number(readFileSync(pidfile, 'utf8').trim());
-      } catch {
-        return;
-      }
-      if (!Number.isInteger(pid) || pid <= 0) return;
-      try {
-        process.kill(pid, 'SIGKILL');
-      } catch {
-        // already gone
-      }
-      rmSync(pidfile, { force: true });
-      await until('redis is gone', async () => !(await redisPing(port)));
-    },
-  };
-}
 
 function redisStore(port: number, onUnavailable: 'open' | 'closed' = 'open'): RedisStore {
   return new RedisStore({
@@ -84,15 +46,15 @@ function isUnavailable(err: unknown): boolean {
 describe('stored responses on redis', { skip }, () => {
   let dir = '';
   let port = 0;
-  let server: { stop(): Promise<void> } | undefined;
+  let server: RedisServer | undefined;
   let a: RedisStore | undefined;
   let b: RedisStore | undefined;
   let raw: Redis | undefined;
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'switchyard-resp-redis-'));
-    port = await freePort();
-    server = await startRedis(port, dir);
+    server = await RedisServer.start(dir);
+    port = server.port;
     a = redisStore(port);
     b = redisStore(port);
     assert.equal(await a.ready(5000), true);
@@ -170,7 +132,7 @@ describe('stored responses on redis', { skip }, () => {
     await assert.rejects(one.get('alice', 'resp_before'), isUnavailable);
     await assert.rejects(one.delete('alice', 'resp_before'), isUnavailable);
     await assert.rejects(one.resolveItems('alice', ['msg_resp_before']), isUnavailable, 'unknown is not the same as not found');
-    server = await startRedis(port, dir);
+    await server?.launch();
     await until('the store recovers', () => a!.status().state === 'ok');
     // kept locally while Redis was down, still found after it is back
     assert.ok(await one.get('alice', 'resp_during'), 'resp_during is there');

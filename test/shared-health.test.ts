@@ -23,18 +23,10 @@ import type { HealthEvent, HealthSettings, HealthView } from '../src/state/share
 import { createLogger } from '../src/telemetry/logger.ts';
 import { startFakeOpenAI, type FakeUpstream } from './support/fake-openai-upstream.ts';
 import { startGatewayProcess, type GatewayProcess } from './support/gateway-process.ts';
-import { hasRedis, RedisServer } from './support/redis-server.ts';
+import { RedisServer, redisSkip, until } from './support/redis-server.ts';
 
-const skip = !hasRedis && !process.env.CI ? 'redis-server is not installed (apt-get install redis-server; .ci/run does it)' : false;
+const skip = redisSkip;
 
-async function until(what: string, f: () => Promise<boolean>, ms = 15_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await f()) return;
-    await sleep(25);
-  }
-  assert.fail(`timed out waiting for: ${what}`);
-}
 
 async function stop(g: GatewayProcess | undefined): Promise<void> {
   if (!g || g.child.exitCode !== null) return;

@@ -11,11 +11,15 @@ import { freePort, redisPing } from './net.ts';
 
 export const hasRedis = spawnSync('redis-server', ['--version']).status === 0;
 
-async function until(what: string, f: () => Promise<boolean>, ms = 15_000): Promise<void> {
+/** A suite's `skip`: in CI (CI set) a missing redis-server is a failure, never a skip. */
+export const redisSkip: string | false = !hasRedis && !process.env.CI ? 'redis-server is not installed (apt-get install redis-server; .ci/run does it)' : false;
+
+/** Waits until `f` holds (polled every 25 ms), failing the test after `ms`. */
+export async function until(what: string, f: () => boolean | Promise<boolean>, ms = 15_000): Promise<void> {
   const end = Date.now() + ms;
   while (Date.now() < end) {
     if (await f()) return;
-    await sleep(50);
+    await sleep(25);
   }
   assert.fail(`timed out waiting for: ${what}`);
 }
@@ -29,12 +33,17 @@ export class RedisServer {
   /** Starts one in `dir` (its pid file goes there). */
   static async start(dir: string): Promise<RedisServer> {
     const s = new RedisServer(await freePort(), dir);
-    const r = spawnSync('redis-server', ['--port', String(s.port), '--bind', '127.0.0.1', '--daemonize', 'yes', '--pidfile', s.pidfile, '--save', '', '--appendonly', 'no', '--dir', dir], {
+    await s.launch();
+    return s;
+  }
+
+  /** Starts it (again, after stop(): the same port, empty). */
+  async launch(): Promise<void> {
+    const r = spawnSync('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--daemonize', 'yes', '--pidfile', this.pidfile, '--save', '', '--appendonly', 'no', '--dir', this.dir], {
       encoding: 'utf8',
     });
     assert.equal(r.status, 0, `redis-server did not start: ${r.stdout}${r.stderr}`);
-    await until('redis answers PING', () => redisPing(s.port));
-    return s;
+    await until('redis answers PING', () => redisPing(this.port));
   }
 
   get url(): string {
