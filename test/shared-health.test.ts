@@ -6,8 +6,8 @@
  *     period ends exactly one probe reaches the failing target across both gateways;
  *   - the Redis script and the memory store's table follow the same rules (same views for the
  *     same events);
- *   - server.workers: 2 on the memory store: failures seen by either worker open one breaker that
- *     both workers honour (the primary's store, over IPC).
+ *   - server.workers: 2 on the memory store, shared_health left unset (on in workers): failures
+ *     seen by either worker open one breaker that both workers honour (the primary's store).
  * In CI (CI set) a missing redis-server is a failure, never a skip.
  */
 import assert from 'node:assert/strict';
@@ -214,7 +214,6 @@ backends:
 models:
   chat: { policy: fallback, targets: [ { backend: up, model: broken }, { backend: up, model: good } ] }
 routing:
-  shared_health: true
   retry: { max_retries: 0 }
   breaker: { consecutive_failures: 2, min_requests: 100, open_ms: 60000 }
 `,

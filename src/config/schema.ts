@@ -214,9 +214,10 @@ export const routingSchema = z.strictObject({
   breaker: breakerSchema.default(breakerSchema.parse({})),
   /**
    * One breaker and latency score per target across replicas (through state.store) and workers,
-   * instead of one per process (docs/operations.md "Shared breakers").
+   * instead of one per process (docs/operations.md "Shared breakers"). Unset: on in the workers of
+   * `server.workers > 1` (one gateway, one breaker), off in a single process.
    */
-  shared_health: z.boolean().default(false),
+  shared_health: z.boolean().optional(),
   /** latency policy: chance that a random other target goes first, so recovery is noticed. */
   explore_rate: z.number().min(0).max(1).default(0.05),
   /** latency policy: an estimate older than this counts as unknown (and gets re-measured). */

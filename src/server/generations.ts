@@ -14,6 +14,7 @@
  * load is rejected, leaving the old generation serving. New remote backends (an SDK to import) are
  * part of that load: a generation never serves with one of them still importing.
  */
+import cluster from 'node:cluster';
 import type { RequestListener } from 'node:http';
 import { OnnxBackend } from '../backends/onnx/backend.ts';
 import { BackendRegistry } from '../backends/registry.ts';
@@ -96,14 +97,16 @@ export class Generations {
   }
 
   /**
-   * routing.shared_health: breakers through the serving generation's store; every configured
-   * target is tracked from the start so a breaker another replica opened is known before this one
-   * sends its first request there.
+   * routing.shared_health (unset: on in a cluster worker): breakers through the serving
+   * generation's store; every configured target is tracked from the start so a breaker another
+   * replica opened is known before this one sends its first request there.
    */
   private shareHealth(gen: Generation): void {
     const { config } = gen.loaded;
-    this.health.share(config.routing.shared_health ? gen.services.store : undefined, this.logger);
-    if (!config.routing.shared_health) return;
+    // unset: the workers of one gateway share their breakers; a single process keeps its own
+    const shared = config.routing.shared_health ?? cluster.isWorker;
+    this.health.share(shared ? gen.services.store : undefined, this.logger);
+    if (!shared) return;
     for (const m of Object.values(config.models)) for (const t of m.targets) this.health.get(t.backend, t.model);
   }
 
