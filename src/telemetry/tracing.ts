@@ -102,7 +102,8 @@ export class AttemptTrace {
   constructor(
     readonly span: Span,
     headers: Record<string, string>,
-    private readonly owner: RequestTrace,
+    /** its request (what the attempt needs of it) */
+    private readonly owner: { readonly recordContent: boolean },
   ) {
     this.headers = headers;
     this.watch = span.isRecording();
