@@ -13,6 +13,7 @@ import type { GenerationDeps } from './http/deps.ts';
 import { answerClientError } from './http/client-error.ts';
 import { runPrimary } from './server/cluster-primary.ts';
 import { runWorker } from './server/cluster-worker.ts';
+import { readConfigForReload } from './server/config-reload.ts';
 import { Generations } from './server/generations.ts';
 import { watchConfigFile } from './config/watch.ts';
 import { createLogger, type Logger } from './telemetry/logger.ts';
@@ -151,15 +152,8 @@ async function main(): Promise<void> {
   // Hot reload on SIGHUP and when the file changes: validate first, keep the old config on error.
   const reload = (why: string): void => {
     if (stopping) return;
-    let next: LoadedConfig;
-    try {
-      next = loadConfigFile(loaded.source);
-    } catch (err) {
-      const problems = err instanceof ConfigError ? err.problems : [err instanceof Error ? err.message : String(err)];
-      logger.error('config reload rejected: keeping the running configuration', { trigger: why, problems: problems.join(' | ') });
-      return;
-    }
-    for (const w of next.warnings) logger.warn(w, { source: next.source });
+    const next = readConfigForReload(loaded.source, logger, why);
+    if (next === undefined) return;
     running.generations.reload(next).then(
       (r) => {
         if (r.ok) {

@@ -14,7 +14,8 @@
  *    have exited 0. A second signal ends them at once (exit 1).
  */
 import cluster, { type Worker } from 'node:cluster';
-import { ConfigError, loadConfigFile, type LoadedConfig } from '../config/load.ts';
+import type { LoadedConfig } from '../config/load.ts';
+import { readConfigForReload } from './config-reload.ts';
 import { watchConfigFile } from '../config/watch.ts';
 import { serveStateOp, type StateOp } from '../state/ipc.ts';
 import { MemoryStore } from '../state/memory.ts';
@@ -185,17 +186,10 @@ export function runPrimary(opts: PrimaryOptions): void {
   let reloading = false;
   const reload = async (why: string): Promise<void> => {
     if (stopping || reloading) return;
-    let next: LoadedConfig;
-    try {
-      next = loadConfigFile(loaded.source);
-    } catch (err) {
-      const problems = err instanceof ConfigError ? err.problems : [err instanceof Error ? err.message : String(err)];
-      logger.error('config reload rejected: keeping the running configuration', { trigger: why, problems: problems.join(' | ') });
-      return;
-    }
+    const next = readConfigForReload(loaded.source, logger, why);
+    if (next === undefined) return;
     reloading = true;
     try {
-      for (const w of next.warnings) logger.warn(w, { source: next.source });
       const targets = live();
       const results = await Promise.all(
         targets.map((s) =>
