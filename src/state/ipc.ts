@@ -6,7 +6,9 @@
  * arrive — the same atomicity the memory store has in one process. The transport (the IPC channel
  * node:cluster opens) is the caller's: `call` sends one operation and resolves with its result.
  */
+import type { FlightTable } from './flight-table.ts';
 import type { MemoryStore } from './memory.ts';
+import { SharedFlights, type FlightDriver, type FlightEntry, type FlightRead } from './shared-flights.ts';
 import type { HealthOp, HealthSettings, HealthView } from './shared-health.ts';
 import type { AdmitRequest, AdmitResult, StateStore, StoreStatus, Ticket } from './store.ts';
 
@@ -22,7 +24,18 @@ export type StateOp =
   | { op: 'blobSet'; key: string; value: string; ttlMs: number }
   | { op: 'blobDelete'; key: string }
   | { op: 'blobLimit'; maxBytes: number }
-  | { op: 'health'; ops: HealthOp[]; settings: HealthSettings };
+  | { op: 'health'; ops: HealthOp[]; settings: HealthSettings }
+  | { op: 'flight'; f: FlightOp };
+
+/** One shared-flight operation (shared-flights.ts), run on the primary's FlightTable. */
+export type FlightOp =
+  | { m: 'claim'; key: string; id: string; ttlMs: number }
+  | { m: 'refresh'; key: string; id: string; ttlMs: number }
+  | { m: 'append'; key: string; id: string; entries: FlightEntry[]; ttlMs: number }
+  | { m: 'release'; key: string; id: string; lingerMs: number }
+  | { m: 'attach'; key: string; id: string; follower: string; ttlMs: number }
+  | { m: 'detach'; key: string; id: string; follower: string }
+  | { m: 'read'; key: string; id: string; cursor: string; waitMs: number };
 
 /** The answer: the operation's result and the number of cached entries held now (for /status). */
 export interface StateAnswer {
@@ -30,14 +43,40 @@ export interface StateAnswer {
   entries: number;
 }
 
-/** Primary side: runs one operation on the shared store. */
-export async function serveStateOp(store: MemoryStore, o: StateOp): Promise<StateAnswer> {
-  const value = await run(store, o);
+/** Primary side: runs one operation on the shared store (flights: on the primary's flight table). */
+export async function serveStateOp(store: MemoryStore, o: StateOp, flights?: FlightTable): Promise<StateAnswer> {
+  const value = await run(store, o, flights);
   return { value, entries: store.cacheEntries() };
 }
 
-function run(store: MemoryStore, o: StateOp): Promise<unknown> | unknown {
+function runFlight(t: FlightTable, f: FlightOp): Promise<unknown> {
+  switch (f.m) {
+    case 'claim':
+      return t.claim(f.key, f.id, f.ttlMs);
+    case 'refresh':
+      return t.refresh(f.key, f.id, f.ttlMs);
+    case 'append':
+      return t.append(f.key, f.id, f.entries, f.ttlMs);
+    case 'release':
+      return t.release(f.key, f.id, f.lingerMs);
+    case 'attach':
+      return t.attach(f.key, f.id, f.follower);
+    case 'detach':
+      return t.detach(f.key, f.id, f.follower);
+    case 'read':
+      return t.read(f.key, f.id, f.cursor, f.waitMs);
+    default: {
+      const never: never = f;
+      throw new Error(`unknown flight operation ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+function run(store: MemoryStore, o: StateOp, flights: FlightTable | undefined): Promise<unknown> | unknown {
   switch (o.op) {
+    case 'flight':
+      if (!flights) throw new Error('no shared flights here');
+      return runFlight(flights, o.f);
     case 'admit':
       return store.admitSync(o.r);
     case 'settle':
@@ -70,9 +109,24 @@ function run(store: MemoryStore, o: StateOp): Promise<unknown> | unknown {
 /** Worker side: the StateStore whose state lives in the primary. */
 export class IpcStore implements StateStore {
   readonly kind = 'memory' as const;
+  /** Coalescing across workers: flights claimed and published in the primary's table. */
+  readonly flights: SharedFlights;
   private entries = 0;
 
-  constructor(private readonly call: (o: StateOp) => Promise<unknown>) {}
+  constructor(private readonly call: (o: StateOp) => Promise<unknown>) {
+    const f = async (op: FlightOp): Promise<unknown> => this.ask({ op: 'flight', f: op });
+    const driver: FlightDriver = {
+      claim: async (key, id, ttlMs) => (await f({ m: 'claim', key, id, ttlMs })) as string,
+      refresh: async (key, id, ttlMs) => (await f({ m: 'refresh', key, id, ttlMs })) as number,
+      append: async (key, id, entries, ttlMs) => void (await f({ m: 'append', key, id, entries, ttlMs })),
+      release: async (key, id, lingerMs) => void (await f({ m: 'release', key, id, lingerMs })),
+      attach: async (key, id, follower, ttlMs) => void (await f({ m: 'attach', key, id, follower, ttlMs })),
+      detach: async (key, id, follower) => void (await f({ m: 'detach', key, id, follower })),
+      read: async (key, id, cursor, waitMs) => (await f({ m: 'read', key, id, cursor, waitMs })) as FlightRead,
+      close: () => {},
+    };
+    this.flights = new SharedFlights(driver);
+  }
 
   private async ask(o: StateOp): Promise<unknown> {
     const a = (await this.call(o)) as StateAnswer;

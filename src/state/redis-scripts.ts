@@ -3,6 +3,7 @@
  * server's own clock (TIME), so replicas with skewed clocks still share one consistent allowance.
  * The arithmetic is the same as state/gcra.ts (which the in-memory store uses).
  */
+import { createHash } from 'node:crypto';
 
 /**
  * KEYS: requests TAT, tokens TAT, leases (sorted set: lease id → expiry), budget spend (nano-USD).
@@ -252,3 +253,14 @@ local age = -1
 if observed ~= nil then age = now - observed end
 return {state, remaining, openms, ok, fail, probe, total and string.format('%.3f', total) or '', ttft and string.format('%.3f', ttft) or '', samples, age}
 `;
+
+/** A script with its SHA1 (EVALSHA, then EVAL when the server does not know it yet). */
+export interface Script {
+  lua: string;
+  sha: string;
+}
+const script = (lua: string): Script => ({ lua, sha: createHash('sha1').update(lua).digest('hex') });
+export const ADMIT_S = script(ADMIT);
+export const SETTLE_S = script(SETTLE);
+export const REFRESH_S = script(REFRESH);
+export const HEALTH_S = script(HEALTH);

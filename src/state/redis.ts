@@ -13,13 +13,15 @@
  * ioredis is loaded when a Redis store is built, not with the gateway (about 10 MB of resident
  * memory a gateway on the memory store does not need).
  */
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
 import type { Redis } from 'ioredis';
 import { GatewayError } from '../errors/gateway-error.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { MemoryStore } from './memory.ts';
-import { ADMIT, HEALTH, REFRESH, SETTLE } from './redis-scripts.ts';
+import { redisFlights } from './redis-flights.ts';
+import { ADMIT_S, HEALTH_S, REFRESH_S, SETTLE_S, type Script } from './redis-scripts.ts';
+import type { SharedFlights } from './shared-flights.ts';
 import type { HealthOp, HealthSettings, HealthView, SharedBreakerState } from './shared-health.ts';
 import {
   LEASE_TTL_MS,
@@ -43,15 +45,6 @@ export interface RedisStoreOptions {
   logger: Logger;
 }
 
-interface Script {
-  lua: string;
-  sha: string;
-}
-const script = (lua: string): Script => ({ lua, sha: createHash('sha1').update(lua).digest('hex') });
-const ADMIT_S = script(ADMIT);
-const SETTLE_S = script(SETTLE);
-const REFRESH_S = script(REFRESH);
-const HEALTH_S = script(HEALTH);
 const BREAKER_STATES: readonly SharedBreakerState[] = ['closed', 'open', 'half_open'];
 const PROBE: readonly HealthView['probe'][] = ['none', 'mine', 'other'];
 
@@ -73,6 +66,8 @@ function safeUrl(url: string): string {
 
 export class RedisStore implements StateStore {
   readonly kind = 'redis' as const;
+  /** Coalescing across replicas (redis-flights.ts). */
+  readonly flights: SharedFlights;
   private readonly redis: Redis;
   private readonly local: MemoryStore;
   private up = false;
@@ -100,6 +95,7 @@ export class RedisStore implements StateStore {
       if (was === 'connecting') opts.logger.info('state store connected', { store: 'redis', url: safeUrl(opts.url) });
       else opts.logger.warn('state store recovered', { store: 'redis', url: safeUrl(opts.url) });
     });
+    this.flights = redisFlights(this.redis, opts.keyPrefix, opts.commandTimeoutMs);
     this.redis.on('error', (err: Error) => this.down(err));
     this.redis.on('close', () => {
       if (!this.closed) this.down(new Error('connection closed'));
@@ -397,6 +393,7 @@ export class RedisStore implements StateStore {
 
   async close(): Promise<void> {
     this.closed = true;
+    this.flights.close();
     this.redis.disconnect();
     await this.local.close();
   }

@@ -8,6 +8,7 @@
  */
 
 import type { HealthOp, HealthSettings, HealthView } from './shared-health.ts';
+import type { SharedFlights } from './shared-flights.ts';
 
 export type LimitName = 'requests' | 'tokens' | 'concurrency' | 'budget';
 
@@ -101,6 +102,12 @@ export interface StateStore {
    * reached (the caller then uses its own breakers).
    */
   health?(ops: HealthOp[], settings: HealthSettings): Promise<HealthView[]>;
+  /**
+   * Coalescing across processes (state/shared-flights.ts): only stores shared by several
+   * processes have it (Redis, the primary's memory store in workers); one process's memory store
+   * coalesces in the process alone, at no cost.
+   */
+  readonly flights?: SharedFlights;
   close(): Promise<void>;
 }
 

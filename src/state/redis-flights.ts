@@ -1,0 +1,147 @@
+/**
+ * Shared flights on Redis (replicas on one Redis; see shared-flights.ts for the protocol). Keys,
+ * all under one hash tag per cache key:
+ *   <prefix>{f:<key>}:claim        the flight id holding the key (SET … PX, refreshed by its leader)
+ *   <prefix>{f:<key>}:<id>:log     a Redis Stream, one entry (fields k, v) per published entry
+ *   <prefix>{f:<key>}:<id>:fol     the set of attached followers
+ * The log and the follower set expire LINGER after the leader lets the claim go, or a TTL after
+ * its last append or refresh when it died. Followers wait with XREAD BLOCK on connections of
+ * their own (a blocked connection serves nothing else); idle ones are kept for the next follower.
+ */
+import type { Redis } from 'ioredis';
+import { LINGER_MS, READ_WAIT_MS, SharedFlights, type FlightDriver, type FlightEntry, type FlightEntryKind, type FlightRead } from './shared-flights.ts';
+
+const CLAIM = `local cur = redis.call('GET', KEYS[1])
+if cur then return cur end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return ARGV[1]`;
+const REFRESH = `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+redis.call('PEXPIRE', KEYS[3], ARGV[3])
+return redis.call('SCARD', KEYS[3])`;
+const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+redis.call('PEXPIRE', KEYS[3], ARGV[2])
+return 1`;
+
+/** Extra time a blocked read is given over its wait. */
+const READ_SLACK_MS = 1000;
+/** Most idle reading connections kept. */
+const IDLE_READERS = 4;
+const KINDS: ReadonlySet<string> = new Set<FlightEntryKind>(['h', 'p', 'j', 'e', 'x']);
+
+type StreamReply = Array<[string, Array<[string, string[]]>]> | null;
+
+export class RedisFlights implements FlightDriver {
+  private readonly idle: Redis[] = [];
+  private readonly busy = new Set<Redis>();
+  private closed = false;
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly prefix: string,
+    /** the store's command timeout: a blocked read may take this much longer than its wait */
+    private readonly commandTimeoutMs: number,
+  ) {}
+
+  private keys(key: string, id: string): [claim: string, log: string, fol: string] {
+    const base = `${this.prefix}{f:${key}}`;
+    return [`${base}:claim`, `${base}:${id}:log`, `${base}:${id}:fol`];
+  }
+
+  async claim(key: string, id: string, ttlMs: number): Promise<string> {
+    if (this.redis.status !== 'ready') throw new Error('redis is not connected');
+    return String(await this.redis.eval(CLAIM, 1, this.keys(key, id)[0], id, ttlMs));
+  }
+
+  async refresh(key: string, id: string, ttlMs: number): Promise<number> {
+    return Number(await this.redis.eval(REFRESH, 3, ...this.keys(key, id), id, ttlMs, ttlMs + LINGER_MS));
+  }
+
+  async append(key: string, id: string, entries: FlightEntry[], ttlMs: number): Promise<void> {
+    const [, log] = this.keys(key, id);
+    const p = this.redis.pipeline();
+    for (const e of entries) p.xadd(log, '*', 'k', e.k, 'v', e.v);
+    p.pexpire(log, ttlMs);
+    const res = await p.exec();
+    const err = res?.find(([e]) => e !== null)?.[0];
+    if (err) throw err;
+  }
+
+  async release(key: string, id: string, lingerMs: number): Promise<void> {
+    await this.redis.eval(RELEASE, 3, ...this.keys(key, id), id, lingerMs);
+  }
+
+  async attach(key: string, id: string, follower: string, ttlMs: number): Promise<void> {
+    const [, , fol] = this.keys(key, id);
+    await this.redis.pipeline().sadd(fol, follower).pexpire(fol, ttlMs).exec();
+  }
+
+  async detach(key: string, id: string, follower: string): Promise<void> {
+    await this.redis.srem(this.keys(key, id)[2], follower);
+  }
+
+  async read(key: string, id: string, cursor: string, waitMs: number): Promise<FlightRead> {
+    const [claim, log] = this.keys(key, id);
+    const from = cursor === '' ? '0-0' : cursor;
+    const conn = this.take();
+    let reply: StreamReply;
+    try {
+      reply = (await conn.xread('COUNT', 1000, 'BLOCK', Math.min(waitMs, READ_WAIT_MS), 'STREAMS', log, from)) as StreamReply;
+      this.give(conn);
+    } catch (err) {
+      this.busy.delete(conn);
+      conn.disconnect();
+      throw err;
+    }
+    let out = parse(reply, from);
+    if (out.entries.length > 0) return out;
+    if ((await this.redis.get(claim)) === id) return out;
+    // the claim went: whatever was appended before it went is readable now
+    out = parse((await this.redis.xread('COUNT', 1000, 'STREAMS', log, from)) as StreamReply, from);
+    return { ...out, held: false };
+  }
+
+  private take(): Redis {
+    const c =
+      this.idle.pop() ??
+      this.redis.duplicate({ enableOfflineQueue: true, maxRetriesPerRequest: 1, commandTimeout: READ_WAIT_MS + READ_SLACK_MS + this.commandTimeoutMs });
+    this.busy.add(c);
+    return c;
+  }
+
+  private give(c: Redis): void {
+    this.busy.delete(c);
+    if (this.closed || this.idle.length >= IDLE_READERS) c.disconnect();
+    else this.idle.push(c);
+  }
+
+  close(): void {
+    this.closed = true;
+    for (const c of [...this.idle, ...this.busy]) c.disconnect();
+    this.idle.length = 0;
+    this.busy.clear();
+  }
+}
+
+function parse(reply: StreamReply, from: string): FlightRead {
+  const entries: FlightEntry[] = [];
+  let cursor = from;
+  for (const [id, fields] of reply?.[0]?.[1] ?? []) {
+    cursor = id;
+    let k = '';
+    let v = '';
+    for (let i = 0; i + 1 < fields.length; i += 2) {
+      if (fields[i] === 'k') k = fields[i + 1] ?? '';
+      else if (fields[i] === 'v') v = fields[i + 1] ?? '';
+    }
+    if (KINDS.has(k)) entries.push({ k: k as FlightEntryKind, v });
+  }
+  return { entries, cursor, held: true };
+}
+
+/** The shared flights of a Redis store on its client (`prefix`: state.key_prefix). */
+export function redisFlights(redis: Redis, prefix: string, commandTimeoutMs: number): SharedFlights {
+  return new SharedFlights(new RedisFlights(redis, prefix, commandTimeoutMs));
+}

@@ -1,0 +1,309 @@
+/**
+ * Request coalescing across processes (cluster workers on the primary's memory store, replicas on
+ * one Redis): the first process to see a cache key in flight claims it and becomes the leader;
+ * the others follow its flight instead of calling upstream.
+ *
+ * A flight is a claim (the flight's id under the cache key, with a TTL the leader refreshes while
+ * its call runs) and an append-only log of entries under that id:
+ *   h  stream head: the commit point passed, `{"backend","model"}` of who serves it
+ *   p  one stream part, as the StreamTap and the cache hold it
+ *   j  a JSON answer, as the cache holds it (the whole entry)
+ *   e  the stream ended cleanly
+ *   x  failure `{"code","message"}`: before `h`/`j` followers make their own call (they are
+ *      before the commit point); after `h` their streams end with that error
+ * Followers attach (register) while they read: a leader whose own clients all left keeps its
+ * upstream call going while any follower is attached. A claim that expires without `e`/`x`/`j`
+ * (the leader's process died) is a failure too, seen within the claim's TTL. The log outlives the
+ * claim by LINGER_MS, so a follower that is behind still reads the end.
+ *
+ * The log a leader publishes is bounded by `maxBytes` (cache.max_entry_bytes): a longer stream
+ * publishes `x` there and lets the claim go (its followers' streams end with an error; new
+ * requests make their own call); the leader's own clients are not affected.
+ */
+import { GatewayError } from '../errors/gateway-error.ts';
+import { ERRORS, type ErrorCode } from '../errors/codes.ts';
+import { randomHex } from '../lib/random-id.ts';
+
+export type FlightEntryKind = 'h' | 'p' | 'j' | 'e' | 'x';
+export interface FlightEntry {
+  k: FlightEntryKind;
+  v: string;
+}
+
+export interface FlightRead {
+  entries: FlightEntry[];
+  /** where the next read starts */
+  cursor: string;
+  /** false: nothing new and the claim is no longer this flight's (ended, failed or its leader gone) */
+  held: boolean;
+}
+
+/** What a store offers for shared flights (memory table: flight-table.ts; Redis: redis-flights.ts). */
+export interface FlightDriver {
+  /** Claims `key` for flight `id` unless a live claim exists; the id of the flight holding it. */
+  claim(key: string, id: string, ttlMs: number): Promise<string>;
+  /** Keeps the claim alive; the number of attached followers, or -1 when it is not `id`'s any more. */
+  refresh(key: string, id: string, ttlMs: number): Promise<number>;
+  append(key: string, id: string, entries: FlightEntry[], ttlMs: number): Promise<void>;
+  /** Lets the claim go (if still `id`'s); the log stays readable for `lingerMs`. */
+  release(key: string, id: string, lingerMs: number): Promise<void>;
+  attach(key: string, id: string, follower: string, ttlMs: number): Promise<void>;
+  detach(key: string, id: string, follower: string): Promise<void>;
+  /** Entries after `cursor` ('' = from the start), waiting up to `waitMs` for one. */
+  read(key: string, id: string, cursor: string, waitMs: number): Promise<FlightRead>;
+  close(): void;
+}
+
+/** A claim lives this long without a refresh (a dead leader is noticed within it). */
+export const FLIGHT_TTL_MS = 5000;
+/** A follower's read waits this long before checking the claim. */
+export const READ_WAIT_MS = 1000;
+/** A finished flight's log stays readable this long for followers that are behind. */
+export const LINGER_MS = 10_000;
+
+/** What a failure entry becomes for a follower: the error a local follower would see. */
+export function flightError(v: string): GatewayError {
+  try {
+    const { code, message } = JSON.parse(v) as { code?: string; message?: string };
+    const kind: ErrorCode = code !== undefined && code in ERRORS ? (code as ErrorCode) : 'upstream_stream_error';
+    return new GatewayError(kind, message);
+  } catch {
+    return new GatewayError('upstream_stream_error');
+  }
+}
+
+const failure = (code: string, message: string): FlightEntry => ({ k: 'x', v: JSON.stringify({ code, message }) });
+const LOST = failure('upstream_connection_lost', 'The shared upstream call ended without its end: the gateway process serving it went away.');
+
+export type Claim = { lead: FlightLead; follow?: undefined } | { follow: FlightFollow; lead?: undefined };
+
+export class SharedFlights {
+  constructor(
+    private readonly d: FlightDriver,
+    private readonly ttlMs = FLIGHT_TTL_MS,
+  ) {}
+
+  /** Leader or follower of `key`'s flight; undefined when the shared state cannot be reached. */
+  async claim(key: string, maxBytes: number): Promise<Claim | undefined> {
+    const id = randomHex(12);
+    let holder: string;
+    try {
+      holder = await this.d.claim(key, id, this.ttlMs);
+    } catch {
+      return undefined;
+    }
+    if (holder === id) return { lead: new FlightLead(this.d, key, id, this.ttlMs, maxBytes) };
+    return { follow: new FlightFollow(this.d, key, holder, this.ttlMs) };
+  }
+
+  close(): void {
+    this.d.close();
+  }
+}
+
+/** The leader's side: publishes entries in order (batched while a write is out) and keeps the claim. */
+export class FlightLead {
+  /** Told the number of attached followers on every refresh. */
+  onFollowers: ((n: number) => void) | undefined;
+  private queue: FlightEntry[] = [];
+  private sending = false;
+  private closed = false;
+  private released = false;
+  private bytes = 0;
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(
+    private readonly d: FlightDriver,
+    readonly key: string,
+    readonly id: string,
+    private readonly ttlMs: number,
+    private readonly maxBytes: number,
+  ) {
+    this.timer = setInterval(() => void this.followers().then((n) => this.onFollowers?.(n)), Math.max(50, Math.floor(ttlMs / 3)));
+    this.timer.unref();
+  }
+
+  /** Refreshes the claim; the followers attached now (0 when it cannot tell). */
+  async followers(): Promise<number> {
+    if (this.closed) return 0;
+    try {
+      return Math.max(0, await this.d.refresh(this.key, this.id, this.ttlMs));
+    } catch {
+      return 0;
+    }
+  }
+
+  head(backend: string, model: string): void {
+    this.put({ k: 'h', v: JSON.stringify({ backend, model }) });
+  }
+
+  /** One stream part's log text. */
+  part(text: string): void {
+    if (this.closed) return;
+    this.bytes += text.length;
+    if (this.bytes > this.maxBytes) {
+      this.put(failure('upstream_response_too_large', 'The shared stream grew beyond cache.max_entry_bytes; ask again without coalescing.'));
+      this.close();
+      return;
+    }
+    this.put({ k: 'p', v: text });
+  }
+
+  /** A JSON answer's cache entry text (too large: followers make their own call). */
+  json(text: string): void {
+    this.put(text.length > this.maxBytes ? failure('upstream_response_too_large', 'too large to share') : { k: 'j', v: text });
+  }
+
+  end(): void {
+    this.put({ k: 'e', v: '' });
+  }
+
+  fail(err: unknown): void {
+    const code = err instanceof GatewayError ? err.kind : 'upstream_stream_error';
+    this.put(failure(code, err instanceof Error ? err.message : 'The upstream call failed.'));
+  }
+
+  /** No more entries: the claim is let go once what is queued is written. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    clearInterval(this.timer);
+    this.onFollowers?.(0);
+    void this.flush();
+  }
+
+  private put(e: FlightEntry): void {
+    if (this.closed) return;
+    this.queue.push(e);
+    void this.flush();
+  }
+
+  private async flush(): Promise<void> {
+    if (this.sending) return;
+    this.sending = true;
+    while (this.queue.length > 0) {
+      const batch = this.queue;
+      this.queue = [];
+      // a lost write shows as a claim without its end: followers fail instead of hanging
+      await this.d.append(this.key, this.id, batch, this.ttlMs + LINGER_MS).catch(() => {});
+    }
+    this.sending = false;
+    if (this.closed && !this.released) {
+      this.released = true;
+      await this.d.release(this.key, this.id, LINGER_MS).catch(() => {});
+    }
+  }
+}
+
+/** Where a follower's stream goes: the parts' texts, then the end or the error. */
+export interface FlightSink {
+  pushText(text: string): void;
+  finish(err?: unknown): void;
+}
+
+/** A follower's side: attached while it reads; `close` stops reading and detaches. */
+export class FlightFollow {
+  private cursor = '';
+  private closed = false;
+  private detached = false;
+  private readonly me = randomHex(8);
+  private readonly attached: Promise<void>;
+
+  constructor(
+    private readonly d: FlightDriver,
+    readonly key: string,
+    readonly id: string,
+    ttlMs: number,
+  ) {
+    this.attached = d.attach(key, id, this.me, ttlMs + LINGER_MS).catch(() => {});
+  }
+
+  /** The JSON answer's entry text; undefined when the leader failed or went away (call yourself). */
+  async json(signal: AbortSignal | { aborted: boolean }): Promise<string | undefined> {
+    try {
+      for (;;) {
+        const batch = await this.next(signal);
+        if (batch === undefined) return undefined;
+        for (const e of batch) {
+          if (e.k === 'j') return e.v;
+          if (e.k === 'x') return undefined;
+        }
+      }
+    } finally {
+      this.close();
+    }
+  }
+
+  /**
+   * Streams: resolves at the head with who serves it (undefined when the leader failed or went
+   * away before it: call yourself), then feeds the parts into `sink` as they come, until the end.
+   */
+  async stream(signal: { aborted: boolean }, sink: FlightSink): Promise<{ backend: string; model: string } | undefined> {
+    let rest: FlightEntry[] = [];
+    let head: { backend: string; model: string } | undefined;
+    while (head === undefined) {
+      const batch = await this.next(signal);
+      const i = batch?.findIndex((e) => e.k === 'h' || e.k === 'x') ?? -1;
+      const e = batch?.[i];
+      if (batch === undefined || e === undefined) {
+        if (batch === undefined || batch.some((x) => x.k === 'j' || x.k === 'e')) {
+          this.close();
+          return undefined;
+        }
+        continue;
+      }
+      if (e.k === 'x') {
+        this.close();
+        return undefined;
+      }
+      head = JSON.parse(e.v) as { backend: string; model: string };
+      rest = batch.slice(i + 1);
+    }
+    void this.pump(signal, sink, rest);
+    return head;
+  }
+
+  private async pump(signal: { aborted: boolean }, sink: FlightSink, first: FlightEntry[]): Promise<void> {
+    let batch: FlightEntry[] | undefined = first;
+    try {
+      for (;;) {
+        for (const e of batch ?? [LOST]) {
+          if (e.k === 'p') sink.pushText(e.v);
+          else if (e.k === 'e') return sink.finish();
+          else if (e.k === 'x') return sink.finish(flightError(e.v));
+        }
+        if (this.closed) return;
+        batch = await this.next(signal);
+        if (batch === undefined && this.closed) return;
+      }
+    } finally {
+      this.close();
+    }
+  }
+
+  /** The next entries (possibly none yet); undefined when closed or the flight is gone without an end. */
+  private async next(signal: { aborted: boolean }): Promise<FlightEntry[] | undefined> {
+    await this.attached;
+    if (this.closed || signal.aborted) {
+      this.closed = true;
+      return undefined;
+    }
+    let r: FlightRead;
+    try {
+      r = await this.d.read(this.key, this.id, this.cursor, READ_WAIT_MS);
+    } catch {
+      return undefined;
+    }
+    this.cursor = r.cursor;
+    if (r.entries.length === 0 && !r.held) return undefined;
+    return r.entries;
+  }
+
+  /** Stops reading and detaches (the leader may then stop when nobody else listens). */
+  close(): void {
+    this.closed = true;
+    if (this.detached) return;
+    this.detached = true;
+    void this.attached.then(() => this.d.detach(this.key, this.id, this.me)).catch(() => {});
+  }
+}

@@ -1,0 +1,181 @@
+/**
+ * Shared flights (coalescing across processes) on both drivers: the primary's memory table (what
+ * workers reach over IPC) and Redis. The same scenarios, the same outcomes: a follower gets the
+ * leader's JSON answer or its stream (replayed, then live); a leader that fails before its answer
+ * sends followers to call by themselves; one that dies mid-stream (its claim expires) or fails
+ * ends their streams with an error; a log past its bound does too; attached followers are counted.
+ * In CI (CI set) a missing redis-server is a failure, never a skip.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { Redis } from 'ioredis';
+import { GatewayError } from '../src/errors/gateway-error.ts';
+import { FlightTable } from '../src/state/flight-table.ts';
+import { RedisFlights } from '../src/state/redis-flights.ts';
+import { SharedFlights, type FlightDriver, type FlightSink } from '../src/state/shared-flights.ts';
+import { RedisServer, redisSkip, until } from './support/redis-server.ts';
+
+const TTL = 400;
+const never = { aborted: false };
+
+class Sink implements FlightSink {
+  texts: string[] = [];
+  done: Promise<unknown>;
+  private resolve!: (err: unknown) => void;
+  constructor() {
+    this.done = new Promise((r) => (this.resolve = r));
+  }
+  pushText(t: string): void {
+    this.texts.push(t);
+  }
+  finish(err?: unknown): void {
+    this.resolve(err ?? 'clean');
+  }
+}
+
+function scenarios(name: string, make: () => { driver: FlightDriver; close?: () => Promise<void> }, skip: string | false = false): void {
+  describe(`shared flights: ${name}`, { skip, timeout: 30_000 }, () => {
+    let driver: FlightDriver;
+    let flights: SharedFlights;
+    let n = 0;
+    const key = (): string => `${name}-${process.pid}-${++n}`;
+    before(() => {
+      driver = make().driver;
+      flights = new SharedFlights(driver, TTL);
+    });
+    after(() => driver?.close());
+
+    it('a follower gets the JSON answer; the claim is free again afterwards', async () => {
+      const k = key();
+      const a = await flights.claim(k, 1 << 20);
+      const b = await flights.claim(k, 1 << 20);
+      assert.ok(a?.lead && b?.follow, 'the first claims, the second follows');
+      const answer = b.follow.json(never);
+      a.lead.json('{"kind":"json","body":1}');
+      a.lead.close();
+      assert.equal(await answer, '{"kind":"json","body":1}');
+      await until('the claim is let go', async () => (await flights.claim(k, 1 << 20))?.lead !== undefined, 5000);
+    });
+
+    it('a stream follower gets the log from the start, then live parts, then the end; it is counted while attached', async () => {
+      const k = key();
+      const a = await flights.claim(k, 1 << 20);
+      assert.ok(a?.lead);
+      a.lead.head('up', 'm1');
+      a.lead.part('{"n":1}');
+      const b = await flights.claim(k, 1 << 20);
+      assert.ok(b?.follow);
+      const sink = new Sink();
+      const head = await b.follow.stream(never, sink);
+      assert.deepEqual(head, { backend: 'up', model: 'm1' });
+      await until('the follower is attached', async () => (await a.lead.followers()) === 1, 5000);
+      a.lead.part('{"n":2}');
+      a.lead.end();
+      a.lead.close();
+      assert.equal(await sink.done, 'clean');
+      assert.deepEqual(sink.texts, ['{"n":1}', '{"n":2}']);
+    });
+
+    it('a leader that fails before its answer sends followers to call by themselves', async () => {
+      const k = key();
+      const a = await flights.claim(k, 1 << 20);
+      const b = await flights.claim(k, 1 << 20);
+      const c = await flights.claim(k, 1 << 20);
+      assert.ok(a?.lead && b?.follow && c?.follow);
+      const json = b.follow.json(never);
+      const stream = c.follow.stream(never, new Sink());
+      a.lead.fail(new GatewayError('upstream_unavailable', 'down'));
+      a.lead.close();
+      assert.equal(await json, undefined);
+      assert.equal(await stream, undefined);
+    });
+
+    it('a leader that fails mid-stream ends the follower with its error', async () => {
+      const k = key();
+      const a = await flights.claim(k, 1 << 20);
+      const b = await flights.claim(k, 1 << 20);
+      assert.ok(a?.lead && b?.follow);
+      a.lead.head('up', 'm1');
+      a.lead.part('{"n":1}');
+      const sink = new Sink();
+      assert.ok(await b.follow.stream(never, sink));
+      a.lead.fail(new GatewayError('upstream_connection_lost', 'cut'));
+      a.lead.close();
+      const err = await sink.done;
+      assert.ok(err instanceof GatewayError);
+      assert.equal(err.kind, 'upstream_connection_lost');
+      assert.equal(err.message, 'cut');
+      assert.deepEqual(sink.texts, ['{"n":1}']);
+    });
+
+    it('a leader that dies (its claim expires without an end) fails its followers within the TTL', async () => {
+      const k = key();
+      // a leader process that is gone: claimed, published a head and a part, never refreshed
+      assert.equal(await driver.claim(k, 'dead', TTL), 'dead');
+      const before = await flights.claim(k, 1 << 20);
+      assert.ok(before?.follow);
+      const waiting = before.follow.json(never);
+      await driver.append(k, 'dead', [{ k: 'h', v: '{"backend":"up","model":"m"}' }, { k: 'p', v: '{"n":1}' }], TTL * 10);
+      const sink = new Sink();
+      const s = await flights.claim(k, 1 << 20);
+      assert.ok(s?.follow);
+      assert.ok(await s.follow.stream(never, sink));
+      assert.equal(await waiting, undefined, 'the JSON follower calls by itself');
+      const err = await sink.done;
+      assert.ok(err instanceof GatewayError && err.kind === 'upstream_connection_lost', String(err));
+      assert.deepEqual(sink.texts, ['{"n":1}']);
+    });
+
+    it('a log past its bound ends the followers with an error and lets the claim go', async () => {
+      const k = key();
+      const a = await flights.claim(k, 20);
+      const b = await flights.claim(k, 20);
+      assert.ok(a?.lead && b?.follow);
+      a.lead.head('up', 'm1');
+      const sink = new Sink();
+      assert.ok(await b.follow.stream(never, sink));
+      a.lead.part('{"n":"0123456789"}');
+      a.lead.part('{"n":"0123456789"}');
+      const err = await sink.done;
+      assert.ok(err instanceof GatewayError && err.kind === 'upstream_response_too_large', String(err));
+      await until('a new request leads again', async () => (await flights.claim(k, 20))?.lead !== undefined, 5000);
+    });
+
+    it('a follower that stops reading detaches', async () => {
+      const k = key();
+      const a = await flights.claim(k, 1 << 20);
+      const b = await flights.claim(k, 1 << 20);
+      assert.ok(a?.lead && b?.follow);
+      a.lead.head('up', 'm1');
+      assert.ok(await b.follow.stream(never, new Sink()));
+      await until('attached', async () => (await a.lead.followers()) === 1, 5000);
+      b.follow.close();
+      await until('detached', async () => (await a.lead.followers()) === 0, 5000);
+      a.lead.end();
+      a.lead.close();
+    });
+  });
+}
+
+scenarios('memory table', () => ({ driver: new FlightTable() }));
+
+let dir: string | undefined;
+let redis: RedisServer | undefined;
+let client: Redis | undefined;
+if (!redisSkip) {
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'switchyard-flights-'));
+    redis = await RedisServer.start(dir);
+    client = new Redis(redis.url, { maxRetriesPerRequest: 0, commandTimeout: 1000 });
+    await until('redis client ready', () => client?.status === 'ready');
+  });
+  after(async () => {
+    client?.disconnect();
+    await redis?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+}
+scenarios('redis', () => ({ driver: new RedisFlights(client as Redis, `sy-flights-${process.pid}:`, 1000) }), redisSkip);
