@@ -299,7 +299,11 @@ describe('tracing over OTLP/HTTP protobuf (configured by the OTEL_* variables)',
     assert.equal(second.attrs['switchyard.attempt'], 2);
     assert.equal(second.attrs['switchyard.failover'], true);
     assert.equal(server.attrs['switchyard.attempts'], 2);
-    assert.equal(server.attrs['switchyard.backend'], 'b');
+    // the served attempt carries the answer's facts; the server span does not repeat them
+    assert.equal(second.attrs['switchyard.backend'], 'b');
+    assert.ok(Number(second.attrs['gen_ai.usage.output_tokens']) > 0);
+    assert.equal(first.attrs['gen_ai.usage.output_tokens'], undefined);
+    for (const k of ['switchyard.backend', 'gen_ai.request.model', 'gen_ai.usage.output_tokens']) assert.equal(server.attrs[k], undefined, k);
     // each upstream got its own attempt's traceparent
     assert.equal(ctx.fakeA.requests.at(-1)?.headers.traceparent, `00-${server.traceId}-${first.spanId}-01`);
     assert.equal(ctx.fakeB.requests.at(-1)?.headers.traceparent, `00-${server.traceId}-${second.spanId}-01`);

@@ -12,13 +12,28 @@
  * explicitly (no global context manager, no AsyncLocalStorage): the router finds a request's trace
  * by its request id, the upstream client an attempt's by the attempt's abort object.
  */
-import { defaultTextMapGetter, defaultTextMapSetter, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span, type Tracer } from '@opentelemetry/api';
+import {
+  defaultTextMapGetter,
+  isSpanContextValid,
+  ROOT_CONTEXT,
+  SamplingDecision,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  TraceFlags,
+  type Attributes,
+  type Context,
+  type Span,
+  type SpanContext,
+  type Tracer,
+} from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter as OtlpJsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPTraceExporter as OtlpProtoExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
-import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { BasicTracerProvider, BatchSpanProcessor, type IdGenerator, type Sampler } from '@opentelemetry/sdk-trace-base';
 import type { TracingConfig } from '../config/schema.ts';
+import { randomHex } from '../lib/random-id.ts';
 import { GENAI_PROVIDER } from './metrics.ts';
 import { ReportingExporter, resolveTracing, type Env, type TracingSetup, type Warn } from './tracing-setup.ts';
 
@@ -30,6 +45,49 @@ import { AttemptTrace, now } from './tracing-attempt.ts';
 export { AttemptTrace, MAX_CONTENT_CHARS } from './tracing-attempt.ts';
 
 const propagator = new W3CTraceContextPropagator();
+
+/** A new trace id: 16 random bytes as hex, never all zero (an invalid id). */
+function newTraceId(): string {
+  for (;;) {
+    const id = randomHex(16);
+    if (id !== '00000000000000000000000000000000') return id;
+  }
+}
+
+/** A new span id: 8 random bytes as hex, never all zero. */
+function newSpanId(): string {
+  for (;;) {
+    const id = randomHex(8);
+    if (id !== '0000000000000000') return id;
+  }
+}
+
+/**
+ * The SDK's ids: a root span takes the trace id its request's sampling was decided on (set in
+ * `next` right before the span starts), so the SDK's sampler, given the same id, decides alike.
+ */
+class RequestIds implements IdGenerator {
+  next: string | undefined;
+  generateTraceId(): string {
+    const id = this.next ?? newTraceId();
+    this.next = undefined;
+    return id;
+  }
+  generateSpanId(): string {
+    return newSpanId();
+  }
+}
+
+/** `traceparent` (and `tracestate`) of a span context, as the W3C propagator writes them. */
+function contextHeaders(c: SpanContext): Record<string, string> {
+  const flags = c.traceFlags & 0xff;
+  const headers: Record<string, string> = { traceparent: `00-${c.traceId}-${c.spanId}-${flags < 16 ? '0' : ''}${flags.toString(16)}` };
+  const state = c.traceState?.serialize();
+  if (state) headers.tracestate = state;
+  return headers;
+}
+
+const NO_ATTRIBUTES: Attributes = {};
 
 /** A request's operation as the GenAI conventions name it. */
 const OPERATION: Record<string, string> = {
@@ -56,6 +114,8 @@ export class RequestTrace {
     private readonly owner: Tracing,
     readonly requestId: string,
     readonly recordContent: boolean,
+    /** the route the span started with (`http.route`) */
+    private readonly route: string,
   ) {}
 
   /** The context of this request's span (its attempts' parent). */
@@ -76,14 +136,9 @@ export class RequestTrace {
       const span = this.owner.tracer.startSpan(`${op} ${f.model}`, { kind: SpanKind.CLIENT, startTime: now() }, this.ctx);
       // the samplers decide by the trace alone: the attributes are built only for a span that records
       if (span.isRecording()) span.setAttributes(attemptAttributes(op, f));
-      const headers: Record<string, string> = {};
-      propagator.inject(trace.setSpan(this.ctx, span), headers, defaultTextMapSetter);
-      a = new AttemptTrace(span, headers, this);
+      a = new AttemptTrace(span, contextHeaders(span.spanContext()), this);
     } else {
-      if (this.unsampled === undefined) {
-        this.unsampled = {};
-        propagator.inject(this.ctx, this.unsampled, defaultTextMapSetter);
-      }
+      this.unsampled ??= contextHeaders(this.span.spanContext());
       a = new AttemptTrace(this.span, this.unsampled, this);
     }
     this.attempts.push(a);
@@ -99,22 +154,28 @@ export class RequestTrace {
     this.ended = true;
     this.owner.forget(this);
     for (const k of this.keys) this.owner.byAbort.delete(k);
+    // asked before the attempts end (an ended span no longer records)
+    const carried = this.attempts.some(servedRecording);
     for (const a of this.attempts) a.settle(f);
     const s = this.span;
     if (s.isRecording()) {
       s.setAttribute('http.response.status_code', status);
-      s.setAttribute('http.route', f.route);
+      if (f.route !== this.route) s.setAttribute('http.route', f.route);
       if (f.model !== undefined) s.setAttribute('switchyard.model', f.model);
-      if (f.backend !== undefined) s.setAttribute('switchyard.backend', f.backend);
-      if (f.upstreamModel !== undefined) s.setAttribute('gen_ai.request.model', f.upstreamModel);
       if (f.attempts !== undefined) s.setAttribute('switchyard.attempts', f.attempts);
       if (f.cache !== undefined) s.setAttribute('switchyard.cache', f.cache);
       if (f.stream !== undefined) s.setAttribute('switchyard.stream', f.stream);
       if (f.key !== undefined) s.setAttribute('switchyard.key', f.key);
-      if (f.promptTokens !== undefined) s.setAttribute('gen_ai.usage.input_tokens', f.promptTokens);
-      if (f.completionTokens !== undefined) s.setAttribute('gen_ai.usage.output_tokens', f.completionTokens);
-      if (f.costUsd !== undefined) s.setAttribute('switchyard.cost_usd', f.costUsd);
-      if (f.ttftMs !== undefined) s.setAttribute('switchyard.ttft_ms', Math.round(f.ttftMs * 100) / 100);
+      // an answer an attempt served: its backend, model, usage, cost and first chunk are on that
+      // attempt's span (each attribute once per trace); a cache hit has no attempt to carry them
+      if (!carried) {
+        if (f.backend !== undefined) s.setAttribute('switchyard.backend', f.backend);
+        if (f.upstreamModel !== undefined) s.setAttribute('gen_ai.request.model', f.upstreamModel);
+        if (f.promptTokens !== undefined) s.setAttribute('gen_ai.usage.input_tokens', f.promptTokens);
+        if (f.completionTokens !== undefined) s.setAttribute('gen_ai.usage.output_tokens', f.completionTokens);
+        if (f.costUsd !== undefined) s.setAttribute('switchyard.cost_usd', f.costUsd);
+        if (f.ttftMs !== undefined) s.setAttribute('switchyard.ttft_ms', Math.round(f.ttftMs * 100) / 100);
+      }
       if (f.errorCode) s.setAttribute('switchyard.error.code', f.errorCode);
       if (status >= 500) {
         s.setAttribute('error.type', f.errorCode ?? String(status));
@@ -125,13 +186,15 @@ export class RequestTrace {
   }
 }
 
+/** An attempt that served the answer on a span that records (its span carries the answer's facts). */
+const servedRecording = (a: AttemptTrace): boolean => a.served && a.span.isRecording();
+
 /** An attempt span's attributes at its start. */
 function attemptAttributes(op: string, f: AttemptFacts): Attributes {
   const attributes: Attributes = {
     'gen_ai.operation.name': op,
     'gen_ai.provider.name': GENAI_PROVIDER[f.backendType] ?? f.backendType,
     'gen_ai.request.model': f.model,
-    'switchyard.model': f.publicModel,
     'switchyard.backend': f.backend,
     'switchyard.attempt': f.attempt,
     'switchyard.retry': f.retry,
@@ -154,20 +217,40 @@ export class Tracing {
    */
   readonly byAbort = new Map<object, AttemptTrace>();
 
+  private readonly sampler: Sampler;
+
   constructor(
     private readonly provider: BasicTracerProvider,
     readonly setup: TracingSetup,
+    private readonly idGen: RequestIds,
   ) {
     this.tracer = provider.getTracer('switchyard');
+    this.sampler = setup.sampler;
   }
 
-  /** A SERVER span for an API request, continuing the client's trace context. */
+  /**
+   * A SERVER span for an API request, continuing the client's trace context. Sampling is decided
+   * here first, on the request's trace id: a request that is not sampled makes no SDK span at all
+   * (a span context of its own for its logs and its upstream calls), which is most of them at a
+   * low ratio.
+   */
   startRequest(requestId: string, method: string, path: string, route: string, headers: Readonly<Record<string, string | string[] | undefined>>): RequestTrace {
-    const parent = headers.traceparent !== undefined ? propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter) : ROOT_CONTEXT;
-    const span = this.tracer.startSpan(route === 'unmatched' ? method : `${method} ${route}`, { kind: SpanKind.SERVER, startTime: now() }, parent);
-    // built only for a span that records (the samplers decide by the trace alone)
-    if (span.isRecording()) span.setAttributes({ 'http.request.method': method, 'url.path': path, 'http.route': route, 'switchyard.request_id': requestId });
-    const r = new RequestTrace(span, parent, this, requestId, this.setup.recordContent);
+    const continued = headers.traceparent !== undefined;
+    const parent = continued ? propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter) : ROOT_CONTEXT;
+    const from = continued ? trace.getSpanContext(parent) : undefined;
+    const valid = from !== undefined && isSpanContextValid(from);
+    const traceId = valid ? from.traceId : newTraceId();
+    const name = route === 'unmatched' ? method : `${method} ${route}`;
+    let span: Span;
+    if (this.sampler.shouldSample(parent, traceId, name, SpanKind.SERVER, NO_ATTRIBUTES, []).decision === SamplingDecision.NOT_RECORD) {
+      span = trace.wrapSpanContext({ traceId, spanId: newSpanId(), traceFlags: TraceFlags.NONE, traceState: valid ? from.traceState : undefined });
+    } else {
+      if (!valid) this.idGen.next = traceId;
+      span = this.tracer.startSpan(name, { kind: SpanKind.SERVER, startTime: now() }, parent);
+      this.idGen.next = undefined;
+      if (span.isRecording()) span.setAttributes({ 'http.request.method': method, 'url.path': path, 'http.route': route, 'switchyard.request_id': requestId });
+    }
+    const r = new RequestTrace(span, parent, this, requestId, this.setup.recordContent, route);
     this.requests.set(requestId, r);
     return r;
   }
@@ -219,13 +302,15 @@ export function startTracing(cfg: TracingConfig | undefined, logger: Warn, versi
   // OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME win over the block
   let resource = resourceFromAttributes(attrs).merge(detectResources({ detectors: [envDetector] }));
   if (setup.serviceName !== undefined) resource = resource.merge(resourceFromAttributes({ 'service.name': setup.serviceName }));
+  const idGenerator = new RequestIds();
   const provider = new BasicTracerProvider({
     resource,
     sampler: setup.sampler,
+    idGenerator,
     spanProcessors: [new BatchSpanProcessor(new ReportingExporter(exporter, logger, setup.url))],
   });
   const previous = tracing;
-  tracing = new Tracing(provider, setup);
+  tracing = new Tracing(provider, setup, idGenerator);
   if (previous !== null) void previous.shutdown().catch(() => {});
   logger.info('tracing on', { endpoint: setup.url, protocol: setup.protocol });
   return tracing;
