@@ -10,8 +10,13 @@
  * Streams go through a StreamTap: the upstream stream is read once (pumped) into a log of the
  * chunks' texts; every subscriber replays the log from the start and then follows it live, so a
  * late joiner gets the chunks so far, then the rest. The same log becomes the cache entry.
+ *
+ * When the store is shared by several processes (state/shared-flights.ts), a flight is also
+ * claimed in the store and its outcome published there, for followers in other processes; while
+ * any of them is attached it holds a place, so the leader's call goes on without local clients.
  */
 import type { AbortLike } from '../lib/abort.ts';
+import type { FlightLead, SharedFlights } from '../state/shared-flights.ts';
 import { detached } from '../protocol/chat/event-text.ts';
 import { ChunkPart, EventPart, PlainHead, type StreamPart } from '../protocol/stream-part.ts';
 
@@ -19,6 +24,9 @@ export class Flight<R> {
   private readonly controller = new AbortController();
   private participants = 0;
   private settled = false;
+  private lead: FlightLead | undefined;
+  /** the place remote followers hold, while any is attached */
+  private remote: (() => void) | undefined;
   /** The shared outcome (set by the leader right after creating the flight). */
   result!: Promise<R>;
   /** Streams: the chunk log. */
@@ -41,7 +49,7 @@ export class Flight<R> {
       if (left) return;
       left = true;
       signal.removeEventListener('abort', leave);
-      if (--this.participants === 0 && !this.settled) this.controller.abort(new Error('every client of this request went away'));
+      if (--this.participants === 0 && !this.settled) this.lastLeft();
     };
     if (signal.aborted) queueMicrotask(leave);
     else signal.addEventListener('abort', leave, { once: true });
@@ -52,12 +60,45 @@ export class Flight<R> {
   settle(): void {
     this.settled = true;
   }
+
+  /** Published for other processes: their attached followers keep the call going too. */
+  share(lead: FlightLead): void {
+    this.lead = lead;
+    lead.onFollowers = (n) => this.remoteFollowers(n);
+  }
+
+  private remoteFollowers(n: number): void {
+    if (n > 0 && !this.remote && !this.settled) this.remote = this.join(NEVER);
+    else if (n === 0 && this.remote) {
+      const leave = this.remote;
+      this.remote = undefined;
+      leave();
+    }
+  }
+
+  private lastLeft(): void {
+    const abort = (): void => {
+      if (this.participants === 0 && !this.settled) this.controller.abort(new Error('every client of this request went away'));
+    };
+    if (!this.lead) return abort();
+    void this.lead.followers().then((n) => {
+      this.remoteFollowers(n);
+      abort();
+    }, abort);
+  }
 }
+
+/** A signal that never aborts: the place remote followers hold is given back explicitly. */
+const NEVER = new AbortController().signal;
 
 export class Flights {
   private readonly map = new Map<string, Flight<unknown>>();
 
-  constructor(private readonly coalesce: boolean) {}
+  constructor(
+    private readonly coalesce: boolean,
+    /** Coalescing across processes, when the store is shared (and coalescing is on). */
+    readonly shared?: SharedFlights,
+  ) {}
 
   /** A flight with this key that can still be joined. */
   find<R>(key: string): Flight<R> | undefined {
@@ -69,9 +110,10 @@ export class Flights {
     return f as Flight<R> | undefined;
   }
 
-  /** A new flight, findable by others when coalescing is on. */
-  start<R>(key: string): Flight<R> {
+  /** A new flight, findable by others when coalescing is on (and published by `lead`). */
+  start<R>(key: string, lead?: FlightLead): Flight<R> {
     const f = new Flight<R>();
+    if (lead) f.share(lead);
     if (this.coalesce) this.map.set(key, f as Flight<unknown>);
     return f;
   }
@@ -98,9 +140,16 @@ export class StreamTap {
   private error: unknown;
   private waiters: Array<() => void> = [];
 
-  push(part: StreamPart): void {
+  /** Appends a part; its log text. */
+  push(part: StreamPart): string {
     // held for the flight's followers and then by the cache: a copy, not a view into the upstream's read
     const s = part.kind === 'chunk' ? detached(part.json()) : JSON.stringify([part.event, part.data, part.content, part.final]);
+    this.pushText(s);
+    return s;
+  }
+
+  /** Appends a part's log text (a shared flight's, read from the store). */
+  pushText(s: string): void {
     this.chunks.push(s);
     this.bytes += s.length;
     this.wake();

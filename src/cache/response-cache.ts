@@ -35,7 +35,11 @@ export class ResponseCache {
 
   async get(key: string): Promise<Entry | undefined> {
     const raw = await this.store.cacheGet(key);
-    if (raw === undefined) return undefined;
+    return raw === undefined ? undefined : this.parse(raw);
+  }
+
+  /** An entry's text (stored, or a shared flight's JSON answer) as the entry. */
+  parse(raw: string): Entry | undefined {
     try {
       const e = JSON.parse(raw) as Entry;
       return e.kind === 'json' || e.kind === 'stream' ? e : undefined;
@@ -46,13 +50,22 @@ export class ResponseCache {
 
   /** Stores a JSON answer (serialised now, so later changes to `body` do not leak in). */
   putJson(key: string, meta: Omit<EntryMeta, 'at'>, body: unknown): void {
+    this.write(key, this.jsonText(meta, body));
+  }
+
+  /** A JSON answer's entry text. */
+  jsonText(meta: Omit<EntryMeta, 'at'>, body: unknown): string {
     if (body instanceof RawEmbeddingResponse) {
       // checked upstream JSON: spliced in as it came instead of parsed and printed again
       const head = JSON.stringify({ kind: 'json', at: this.now(), backend: meta.backend, model: meta.model });
-      this.write(key, `${head.slice(0, -1)},"body":${body.bytes.toString('utf8')}}`);
-      return;
+      return `${head.slice(0, -1)},"body":${body.bytes.toString('utf8')}}`;
     }
-    this.write(key, JSON.stringify({ kind: 'json', at: this.now(), backend: meta.backend, model: meta.model, body }));
+    return JSON.stringify({ kind: 'json', at: this.now(), backend: meta.backend, model: meta.model, body });
+  }
+
+  /** Stores an entry's text (jsonText's). */
+  putText(key: string, text: string): void {
+    this.write(key, text);
   }
 
   /** Stores a stream from its chunks, each already serialised. */

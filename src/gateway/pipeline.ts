@@ -3,6 +3,10 @@
  *
  *   key's model list → cache lookup → limits → coalescing → router → usage accounting → cache store
  *
+ * Coalescing joins a flight of this process first; when the store is shared by several processes
+ * (workers, replicas on Redis) it then claims the key in the store, following another process's
+ * flight (as a local follower would) or leading one that it publishes (state/shared-flights.ts).
+ *
  * A cache hit costs nothing against tokens and budget (it still counts as a request against rpm).
  * Everything else reserves its estimated tokens, takes a concurrency lease and checks the budget
  * before the router sees it; the reservation is reconciled with the real usage when the answer is
@@ -13,14 +17,14 @@
 import type { AbortLike } from '../lib/abort.ts';
 import { GatewayError, modelNotFound } from '../errors/gateway-error.ts';
 import { cacheKey, decide, type CacheDecision, type KeyParts } from '../cache/key.ts';
-import { Flight, StreamTap } from '../cache/flights.ts';
+import { StreamTap } from '../cache/flights.ts';
 import type { Entry } from '../cache/response-cache.ts';
 import { countPrompt } from '../limits/estimate.ts';
 import { RawEmbeddingResponse } from '../protocol/embeddings/schema.ts';
 import { Limiter, type Admission, type Principal } from '../limits/limiter.ts';
 import { encodingFor } from '../limits/tokens.ts';
 import type { ResolvedTarget, Routed, Router } from '../router/router.ts';
-import { ended, eventUsage, replay, replayEvents, shapeUsage } from './pipeline-streams.ts';
+import { ended, eventUsage, pump, replay, replayEvents, shapeUsage } from './pipeline-streams.ts';
 import type { ChunkPart, EventPart, StreamPart } from '../protocol/stream-part.ts';
 
 export type { Answer, CacheControl, CacheStatus, Chunk, Job, JobInfo, Served, PipelineServices, StreamResult, Usage } from './types.ts';
@@ -129,7 +133,7 @@ export class Pipeline {
     return s.limiter.admit(p, upstream ? await this.estimate(job, prep, s) : 0, upstream);
   }
 
-  private hitTarget(prep: Prep, e: Entry): ResolvedTarget | undefined {
+  private hitTarget(prep: Prep, e: Pick<Entry, 'backend' | 'model'>): ResolvedTarget | undefined {
     const t = prep.targets.find((x) => x.backend === e.backend && x.model === e.model) ?? prep.targets[0];
     return t ? free(t) : undefined;
   }
@@ -153,7 +157,16 @@ export class Pipeline {
     return { cache, headers };
   }
 
-  /** A non-streaming answer. */
+  /** Served by another request's upstream call: refunded in full (one call is paid once), a coalesced hit. */
+  private coalesced(s: PipelineServices, adm: Admission | undefined): Served {
+    adm?.settle('refund', undefined);
+    if (s.cache) {
+      s.cache.stats.hits++;
+      s.cache.stats.coalesced++;
+    }
+    return this.served(adm, 'hit', { age: '0', 'x-switchyard-coalesced': 'true' });
+  }
+
   /**
    * A non-streaming answer. `usageOf` reads the answer's usage in the gateway's terms (default: its
    * Chat Completions `usage`; another protocol's answer names its tokens otherwise).
@@ -186,27 +199,37 @@ export class Pipeline {
           const r = await joined.result;
           // one more response sends the same upstream bytes: they are not recycled before it is done
           if (r.result instanceof RawEmbeddingResponse) r.result.share();
-          adm?.settle('refund', undefined);
-          s.cache.stats.hits++;
-          s.cache.stats.coalesced++;
-          return { ...r, target: free(r.target), attempts: 0, upstreamMs: 0, served: this.served(adm, 'hit', { age: '0', 'x-switchyard-coalesced': 'true' }) };
+          return { ...r, target: free(r.target), attempts: 0, upstreamMs: 0, served: this.coalesced(s, adm) };
         } finally {
           leave();
         }
       }
+      // another process's flight (shared store): its answer, or this request calls by itself
+      const claim = await s.flights.shared?.claim(key, s.cache.cfg.max_entry_bytes);
+      const text = await claim?.follow?.json(job.info.signal);
+      const entry = text === undefined ? undefined : s.cache.parse(text);
+      const hitTarget = entry?.kind === 'json' ? this.hitTarget(prep, entry) : undefined;
+      if (entry?.kind === 'json' && hitTarget) return { result: entry.body as T, target: hitTarget, attempts: 0, upstreamMs: 0, served: this.coalesced(s, adm) };
+      const lead = claim?.lead;
       const status = this.status(s, prep);
-      const f = s.flights.start<Routed<T>>(key);
+      const f = s.flights.start<Routed<T>>(key, lead);
       const leave = f.join(job.info.signal);
       f.result = call(f.signal);
       try {
         const r = await f.result;
         adm?.settle(usageOf(r.result) ?? undefined, r.target.target.price);
-        s.cache.putJson(key, { backend: r.target.backend, model: r.target.model }, r.result);
+        const stored = s.cache.jsonText({ backend: r.target.backend, model: r.target.model }, r.result);
+        s.cache.putText(key, stored);
+        lead?.json(stored);
         return withServed(r, this.served(adm, status));
+      } catch (err) {
+        lead?.fail(err);
+        throw err;
       } finally {
         f.settle();
         s.flights.end(key, f);
         leave();
+        lead?.close();
       }
     } catch (err) {
       adm?.settle('refund', undefined);
@@ -286,18 +309,31 @@ export class Pipeline {
           leave();
           throw err;
         }
-        adm?.settle('refund', undefined);
-        s.cache.stats.hits++;
-        s.cache.stats.coalesced++;
+        const served = this.coalesced(s, adm);
         const result = ended(kind.read(kind.follow(tap, leave), sink), signal, () => {
           adm?.release();
           leave();
         });
-        const served = this.served(adm, 'hit', { age: '0', 'x-switchyard-coalesced': 'true' });
         return { ...r, target: free(r.target), attempts: 0, upstreamMs: 0, result, usage: sink, served };
       }
+      // another process's flight (shared store): its log replayed then followed, or this request calls by itself
+      const claim = await s.flights.shared?.claim(key, s.cache.cfg.max_entry_bytes);
+      const remote = claim?.follow;
+      const rtap = remote ? new StreamTap() : undefined;
+      const head = rtap && (await remote?.stream(signal, rtap));
+      const hitTarget = head ? this.hitTarget(prep, head) : undefined;
+      if (remote && rtap && hitTarget) {
+        const served = this.coalesced(s, adm);
+        const result = ended(kind.read(kind.follow(rtap, () => remote.close()), sink), signal, () => {
+          adm?.release();
+          remote.close();
+        });
+        return { result, target: hitTarget, attempts: 0, upstreamMs: 0, usage: sink, served };
+      }
+      remote?.close();
+      const lead = claim?.lead;
       const status = this.status(s, prep);
-      const f = s.flights.start<Routed<AsyncIterable<P>>>(key);
+      const f = s.flights.start<Routed<AsyncIterable<P>>>(key, lead);
       const own = new StreamTap();
       f.tap = own;
       const leave = f.join(signal);
@@ -309,9 +345,12 @@ export class Pipeline {
         f.settle();
         s.flights.end(key, f);
         leave();
+        lead?.fail(err);
+        lead?.close();
         throw err;
       }
-      void this.pump(s, key, f, own, r, adm);
+      lead?.head(r.target.backend, r.target.model);
+      void pump(s, key, f, own, r, adm, lead);
       const result = ended(kind.read(kind.follow(own, leave), sink), signal, () => {
         adm?.release();
         leave();
@@ -321,41 +360,6 @@ export class Pipeline {
       adm?.settle('refund', undefined);
       adm?.release();
       throw withHeaders(err, adm?.headers);
-    }
-  }
-
-  /**
-   * Reads a shared upstream stream into its tap, whoever is listening; then accounts for it (the
-   * leader's key pays) and caches it when it ended cleanly.
-   */
-  private async pump<P extends StreamPart>(
-    s: PipelineServices,
-    key: string,
-    f: Flight<Routed<AsyncIterable<P>>>,
-    tap: StreamTap,
-    r: Routed<AsyncIterable<P>>,
-    adm: Admission | undefined,
-  ): Promise<void> {
-    const flight = f as Flight<unknown>;
-    let usage: Usage | undefined;
-    const max = s.cache?.cfg.max_entry_bytes ?? 0;
-    try {
-      for await (const part of r.result) {
-        const u = part.kind === 'chunk' ? (part.usage() as Usage | null | undefined) : part.usage;
-        if (u) usage = u;
-        tap.push(part);
-        // too big to cache: late joiners could not be served from the log either
-        if (tap.bytes > max) s.flights.end(key, flight);
-      }
-      tap.finish();
-      adm?.settle(usage, r.target.target.price);
-      if (tap.bytes <= max) s.cache?.putStream(key, { backend: r.target.backend, model: r.target.model }, tap.chunks);
-    } catch (err) {
-      tap.finish(err);
-      adm?.settle(usage, r.target.target.price);
-    } finally {
-      f.settle();
-      s.flights.end(key, flight);
     }
   }
 

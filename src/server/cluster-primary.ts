@@ -17,6 +17,7 @@ import cluster, { type Worker } from 'node:cluster';
 import type { LoadedConfig } from '../config/load.ts';
 import { readConfigForReload } from './config-reload.ts';
 import { watchConfigFile } from '../config/watch.ts';
+import { FlightTable } from '../state/flight-table.ts';
 import { serveStateOp, type StateOp } from '../state/ipc.ts';
 import { MemoryStore } from '../state/memory.ts';
 import type { Logger } from '../telemetry/logger.ts';
@@ -58,6 +59,8 @@ export function runPrimary(opts: PrimaryOptions): void {
   const { logger } = opts;
   let loaded = opts.loaded;
   let store: MemoryStore | undefined;
+  // coalescing across workers: one table of flights for all of them, whatever store generation
+  const flights = new FlightTable();
   let announced = false;
   let stopping = false;
   const slots: Slot[] = Array.from({ length: opts.workers }, (_, index) => ({
@@ -99,7 +102,7 @@ export function runPrimary(opts: PrimaryOptions): void {
           logger.info('worker started', { worker: slot.index, pid: worker.process.pid ?? 0 });
           if (!announced && slots.every((s) => s.listening)) announce();
         },
-        state: (o) => serveStateOp(sharedStore(), o as StateOp),
+        state: (o) => serveStateOp(sharedStore(), o as StateOp, flights),
         status: async (): Promise<WorkerSummary[]> =>
           Promise.all(
             slots.map(async (s): Promise<WorkerSummary> => {

@@ -96,7 +96,8 @@ export function createServices(
     store,
     limiter,
     cache,
-    flights: new Flights(config.cache.coalesce),
+    // across processes only when the store is shared by several (Redis, workers' IPC store)
+    flights: new Flights(config.cache.coalesce, config.cache.coalesce && cache ? store.flights : undefined),
     tokens,
     responses,
     async warm() {

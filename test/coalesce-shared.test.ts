@@ -1,0 +1,245 @@
+/**
+ * Request coalescing across processes, for real:
+ *   - server.workers: 2 (the primary's memory store over IPC): two identical slow requests that
+ *     land on different workers make ONE upstream call; both clients get the whole answer (JSON,
+ *     and a stream byte for byte), the follower marked `x-switchyard-coalesced: true`;
+ *   - two gateway processes on one redis-server: the same, JSON and stream;
+ *   - leader failure (Redis pair): the leader's upstream fails before its answer → the follower
+ *     makes its own call and gets an answer; the leader's stream is cut mid-way → the follower's
+ *     stream ends with the same error event as the leader's, never hangs.
+ * In CI (CI set) a missing redis-server is a failure, never a skip.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { startFakeOpenAI, type FakeUpstream } from './support/fake-openai-upstream.ts';
+import { startGatewayProcess, type GatewayProcess } from './support/gateway-process.ts';
+import { RedisServer, redisSkip, until } from './support/redis-server.ts';
+
+interface Reply {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: string;
+}
+
+/** One request on a connection of its own (the primary hands connections to the workers in turn). */
+function post(url: string, body: unknown, onData?: (text: string) => void): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      `${url}/v1/chat/completions`,
+      { method: 'POST', agent: false, headers: { 'content-type': 'application/json', connection: 'close' }, timeout: 30_000 },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => {
+          text += d;
+          onData?.(text);
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text }));
+        res.on('error', reject);
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error('request timed out')));
+    req.on('error', reject);
+    req.end(JSON.stringify(body));
+  });
+}
+
+const ask = (content: string, stream = false): Record<string, unknown> => ({ model: 'm', temperature: 0, stream, messages: [{ role: 'user', content }] });
+
+/** How many upstream calls carried `content`. */
+const callsWith = (up: FakeUpstream, content: string): number => up.requests.filter((r) => JSON.stringify(r.body).includes(content)).length;
+
+/** The SSE body's content deltas, joined. */
+function streamed(body: string): string {
+  let out = '';
+  for (const m of body.matchAll(/^data: (\{.*\})$/gm)) {
+    const c = (JSON.parse(m[1] ?? '{}') as { choices?: Array<{ delta?: { content?: string } }> }).choices?.[0]?.delta?.content;
+    if (c) out += c;
+  }
+  return out;
+}
+
+/** The worker index on the access-log line of a request id. */
+async function workerOf(g: GatewayProcess, r: Reply): Promise<number> {
+  const re = new RegExp(`"msg":"request","request_id":"${String(r.headers['x-request-id'])}"[^\\n]*"worker":(\\d+)`);
+  let m: RegExpMatchArray | null = null;
+  await until('the access-log line', () => (m = g.output().match(re)) !== null, 10_000);
+  return Number((m as RegExpMatchArray | null)?.[1]);
+}
+
+async function stop(g: GatewayProcess | undefined): Promise<void> {
+  if (!g || g.child.exitCode !== null) return;
+  const exited = new Promise((r) => g.child.once('exit', r));
+  g.child.kill('SIGTERM');
+  await Promise.race([exited, sleep(10_000)]);
+  if (g.child.exitCode === null) g.child.kill('SIGKILL');
+}
+
+const backend = (up: FakeUpstream): string => `
+backends:
+  up: { type: openai, base_url: "${up.url}", api_key: "sk-upstream" }
+models:
+  m: { targets: [ { backend: up, model: slow } ] }
+  short: { targets: [ { backend: up, model: slow, timeout_ms: 1000 } ] }
+routing: { retry: { max_retries: 0 } }
+cache: { enabled: true }
+`;
+
+describe('coalescing across workers (server.workers: 2)', { timeout: 180_000 }, () => {
+  let dir: string;
+  let up: FakeUpstream;
+  let g: GatewayProcess | undefined;
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'switchyard-coalesce-workers-'));
+    up = await startFakeOpenAI();
+    g = await startGatewayProcess(join(dir, 'w.yaml'), `server: { workers: 2, shutdown_grace_ms: 2000 }\n${backend(up)}`, 60_000);
+  });
+  after(async () => {
+    await stop(g);
+    await up?.close();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** Sends the same request twice at once until the two land on different workers. */
+  async function onBothWorkers(stream: boolean): Promise<{ replies: [Reply, Reply]; content: string }> {
+    const gw = g as GatewayProcess;
+    for (let i = 0; i < 8; i++) {
+      const content = `across workers ${stream ? 'stream' : 'json'} ${i}`;
+      const replies = await Promise.all([post(gw.url, ask(content, stream)), post(gw.url, ask(content, stream))]);
+      const workers = await Promise.all(replies.map((r) => workerOf(gw, r)));
+      if (workers[0] !== workers[1]) return { replies, content };
+    }
+    throw new Error('the two requests never landed on different workers');
+  }
+
+  it('two identical JSON requests on different workers make one upstream call', async () => {
+    up.onModel('slow', { kind: 'reply', content: 'one shared answer', delayMs: 800 });
+    const { replies, content } = await onBothWorkers(false);
+    assert.deepEqual(
+      replies.map((r) => r.status),
+      [200, 200],
+    );
+    assert.equal(callsWith(up, content), 1, 'one upstream call for both');
+    assert.equal(replies[0].body, replies[1].body, 'both clients get the same answer');
+    assert.equal((JSON.parse(replies[0].body) as { choices: Array<{ message: { content: string } }> }).choices[0]?.message.content, 'one shared answer');
+    assert.deepEqual(replies.map((r) => r.headers['x-switchyard-coalesced'] ?? 'no').sort(), ['no', 'true']);
+    assert.deepEqual(replies.map((r) => r.headers['x-switchyard-cache']).sort(), ['hit', 'miss']);
+  });
+
+  it('two identical streams on different workers make one upstream call; both get every chunk', async () => {
+    up.onModel('slow', { kind: 'stream', chunks: ['alpha ', 'beta ', 'gamma ', 'delta'], delayMs: 250 });
+    const { replies, content } = await onBothWorkers(true);
+    assert.deepEqual(
+      replies.map((r) => r.status),
+      [200, 200],
+    );
+    assert.equal(callsWith(up, content), 1, 'one upstream call for both');
+    for (const r of replies) {
+      assert.equal(streamed(r.body), 'alpha beta gamma delta');
+      assert.ok(r.body.endsWith('data: [DONE]\n\n'));
+    }
+    assert.equal(replies[0].body, replies[1].body, 'byte-identical streams');
+    assert.deepEqual(replies.map((r) => r.headers['x-switchyard-coalesced'] ?? 'no').sort(), ['no', 'true']);
+  });
+});
+
+describe('coalescing across replicas (two gateways on one Redis)', { skip: redisSkip, timeout: 180_000 }, () => {
+  let dir: string;
+  let redis: RedisServer | undefined;
+  let up: FakeUpstream;
+  let a: GatewayProcess | undefined;
+  let b: GatewayProcess | undefined;
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'switchyard-coalesce-redis-'));
+    redis = await RedisServer.start(dir);
+    up = await startFakeOpenAI();
+    const yaml = `${backend(up)}state: { store: redis, url: "${redis.url}", key_prefix: "sy-coalesce-${process.pid}:", command_timeout_ms: 1000 }\n`;
+    [a, b] = await Promise.all([startGatewayProcess(join(dir, 'a.yaml'), yaml), startGatewayProcess(join(dir, 'b.yaml'), yaml)]);
+  });
+  after(async () => {
+    await Promise.all([stop(a), stop(b)]);
+    await redis?.stop();
+    await up?.close();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('the same JSON request on both replicas makes one upstream call', async () => {
+    up.onModel('slow', { kind: 'reply', content: 'shared by replicas', delayMs: 800 });
+    const first = post((a as GatewayProcess).url, ask('replicas json'));
+    await until('the first reached the upstream', () => callsWith(up, 'replicas json') === 1);
+    const second = await post((b as GatewayProcess).url, ask('replicas json'));
+    const r1 = await first;
+    assert.deepEqual([r1.status, second.status], [200, 200]);
+    assert.equal(callsWith(up, 'replicas json'), 1);
+    assert.equal(second.body, r1.body);
+    assert.equal(second.headers['x-switchyard-coalesced'], 'true');
+    assert.equal(second.headers['x-switchyard-cache'], 'hit');
+    assert.equal(second.headers['x-switchyard-model'], 'slow');
+  });
+
+  it('the same stream on both replicas makes one upstream call; the late one replays then follows', async () => {
+    up.onModel('slow', { kind: 'stream', chunks: ['one ', 'two ', 'three ', 'four'], delayMs: 300 });
+    let firstSaw = (): void => {};
+    const started = new Promise<void>((r) => (firstSaw = r));
+    const first = post((a as GatewayProcess).url, ask('replicas stream', true), (t) => {
+      if (t.includes('"content":"one "')) firstSaw();
+    });
+    await started;
+    const second = await post((b as GatewayProcess).url, ask('replicas stream', true));
+    const r1 = await first;
+    assert.deepEqual([r1.status, second.status], [200, 200]);
+    assert.equal(callsWith(up, 'replicas stream'), 1);
+    assert.equal(streamed(second.body), 'one two three four');
+    assert.equal(second.body, r1.body, 'byte-identical streams');
+    assert.equal(second.headers['x-switchyard-coalesced'], 'true');
+  });
+
+  it('the leader fails before its answer: the follower makes its own call, after the failure, and gets an answer', async () => {
+    up.reset();
+    // the leader's upstream never answers (it times out after 1 s); the follower's own call succeeds
+    up.enqueue({ kind: 'hang' }, { kind: 'reply', content: 'my own answer' });
+    const body = { ...ask('leader fails json'), model: 'short' };
+    const first = post((a as GatewayProcess).url, body);
+    await until('the first reached the upstream', () => callsWith(up, 'leader fails json') === 1);
+    const second = post((b as GatewayProcess).url, body);
+    await up.waitForClientAbort(1);
+    assert.equal(callsWith(up, 'leader fails json'), 1, 'the follower waited for the leader instead of calling');
+    const [r1, r2] = await Promise.all([first, second]);
+    assert.equal(r1.status, 504, "the leader's client gets the failure");
+    assert.equal((JSON.parse(r1.body) as { error: { type: string } }).error.type, 'timeout_error');
+    assert.equal(r2.status, 200);
+    assert.equal((JSON.parse(r2.body) as { choices: Array<{ message: { content: string } }> }).choices[0]?.message.content, 'my own answer');
+    assert.equal(r2.headers['x-switchyard-coalesced'], undefined);
+    assert.equal(callsWith(up, 'leader fails json'), 2);
+  });
+
+  it("the leader's stream is cut mid-way: the follower's stream ends with the same error event", async () => {
+    up.reset();
+    up.enqueue({ kind: 'stream', chunks: ['first ', 'second ', 'third'], delayMs: 300, dropAfter: 2 });
+    let firstSaw = (): void => {};
+    const started = new Promise<void>((r) => (firstSaw = r));
+    const first = post((a as GatewayProcess).url, ask('leader cut stream', true), (t) => {
+      if (t.includes('"content":"first "')) firstSaw();
+    });
+    await started;
+    const second = await post((b as GatewayProcess).url, ask('leader cut stream', true));
+    const r1 = await first;
+    assert.equal(callsWith(up, 'leader cut stream'), 1);
+    assert.equal(second.headers['x-switchyard-coalesced'], 'true');
+    const lastEvent = (body: string): { error?: { code: string | null; type: string } } =>
+      JSON.parse([...body.matchAll(/^data: (.*)$/gm)].at(-1)?.[1] ?? '{}') as { error?: { code: string | null; type: string } };
+    for (const r of [r1, second]) {
+      assert.ok(!r.body.includes('[DONE]'), 'no clean end hides the loss');
+      assert.equal(streamed(r.body), 'first second ');
+    }
+    assert.ok(lastEvent(r1.body).error, 'the leader ends with an error event');
+    assert.deepEqual(lastEvent(second.body).error, lastEvent(r1.body).error, 'the follower ends with the same error');
+  });
+});
