@@ -103,9 +103,10 @@ export class AttemptTrace {
   /** A JSON answer (chat completion, completion, embeddings, native Responses / Messages object). */
   answer(result: unknown): void {
     this.served = true;
-    this.endAt = now();
     const s = this.span;
-    if (!s.isRecording() || !isObj(result) || Object.getPrototypeOf(result) !== Object.prototype) return;
+    if (!s.isRecording()) return;
+    this.endAt = now();
+    if (!isObj(result) || Object.getPrototypeOf(result) !== Object.prototype) return;
     const id = str(result.id);
     if (id !== undefined) s.setAttribute('gen_ai.response.id', id);
     const model = str(result.model);
@@ -235,6 +236,7 @@ export class AttemptTrace {
 
   /** A stream ended (after its commit point): the span ends now, its usage filled in at the request's end. */
   streamEnded(outcome: 'success' | 'failure' | 'neutral', err?: FailureFacts): void {
+    if (!this.span.isRecording()) return;
     this.endAt = now();
     if (this.texts !== undefined) this.recordText();
     if (outcome === 'neutral') this.span.setAttribute('switchyard.client_closed', true);
@@ -271,7 +273,7 @@ export class AttemptTrace {
   end(): void {
     if (this.ended) return;
     this.ended = true;
-    this.span.end(this.endAt ?? now());
+    if (this.span.isRecording()) this.span.end(this.endAt ?? now());
   }
 }
 

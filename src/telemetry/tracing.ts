@@ -62,6 +62,14 @@ function newSpanId(): string {
   }
 }
 
+/** A new trace id and span id from one draw (a request that is not sampled needs both). */
+function newIds(): [traceId: string, spanId: string] {
+  const hex = randomHex(24);
+  const traceId = hex.slice(0, 32);
+  const spanId = hex.slice(32);
+  return traceId === '00000000000000000000000000000000' || spanId === '0000000000000000' ? [newTraceId(), newSpanId()] : [traceId, spanId];
+}
+
 /**
  * The SDK's ids: a root span takes the trace id its request's sampling was decided on (set in
  * `next` right before the span starts), so the SDK's sampler, given the same id, decides alike.
@@ -182,7 +190,7 @@ export class RequestTrace {
         s.setStatus({ code: SpanStatusCode.ERROR });
       }
     }
-    s.end(now());
+    if (s.isRecording()) s.end(now());
   }
 }
 
@@ -239,11 +247,12 @@ export class Tracing {
     const parent = continued ? propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter) : ROOT_CONTEXT;
     const from = continued ? trace.getSpanContext(parent) : undefined;
     const valid = from !== undefined && isSpanContextValid(from);
-    const traceId = valid ? from.traceId : newTraceId();
+    const [ownTrace, spanId] = newIds();
+    const traceId = valid ? from.traceId : ownTrace;
     const name = route === 'unmatched' ? method : `${method} ${route}`;
     let span: Span;
     if (this.sampler.shouldSample(parent, traceId, name, SpanKind.SERVER, NO_ATTRIBUTES, []).decision === SamplingDecision.NOT_RECORD) {
-      span = trace.wrapSpanContext({ traceId, spanId: newSpanId(), traceFlags: TraceFlags.NONE, traceState: valid ? from.traceState : undefined });
+      span = trace.wrapSpanContext({ traceId, spanId, traceFlags: TraceFlags.NONE, traceState: valid ? from.traceState : undefined });
     } else {
       if (!valid) this.idGen.next = traceId;
       span = this.tracer.startSpan(name, { kind: SpanKind.SERVER, startTime: now() }, parent);
