@@ -10,6 +10,7 @@
  *   npm run bench -- --workers N [--seconds 5]   throughput and CPU per response with 1..N workers (bench/workers.ts)
  *   npm run bench -- --ab <git rev> [--ab-starts 4] [--ab-rounds 4] [--only chat-c64,stream-c64]   CPU per response, this checkout vs that revision (bench/ab.ts)
  *   npm run bench -- --tracing [--ab-starts 4] [--ab-rounds 4] [--only chat-c64,stream-c64]   CPU per response with tracing off / on / sampled (bench/tracing.ts)
+ *   npm run bench -- --shared-health [--ab-starts 4] [--ab-rounds 4]   CPU per response with routing.shared_health off / on, workers and Redis (bench/shared-health.ts)
  *
  * Processes: the mock upstream (bench/mock-upstream.ts), the floor (bench/floor-proxy.ts) and two
  * Switchyards (src/main.ts with a generated config: default features, and the same with the
@@ -33,6 +34,7 @@ import { abScenario } from './ab.ts';
 import { pathScenario } from './path.ts';
 import { perfScenarios } from './perf.ts';
 import { profileScenarios } from './profile.ts';
+import { sharedHealthScenario } from './shared-health.ts';
 import { tracingScenario } from './tracing.ts';
 import { workersScenario } from './workers.ts';
 import { render, type LongRow, type ProbeRow, type Report, type Row, type TargetName } from './report.ts';
@@ -57,6 +59,7 @@ const { values: a } = parseArgs({
     'ab-starts': { type: 'string', default: '4' },
     'ab-rounds': { type: 'string', default: '4' },
     tracing: { type: 'boolean', default: false },
+    'shared-health': { type: 'boolean', default: false },
     'profile-interval': { type: 'string', default: '250' },
     'no-docs': { type: 'boolean', default: false },
     workers: { type: 'string' },
@@ -200,7 +203,7 @@ async function main(): Promise<void> {
   }
   const procs: Proc[] = [];
   const core = (c: string): string | undefined => (pin.enabled ? c : undefined);
-  const compiled = !a.tsx || a.profile || a.perf || a.path || a.ab !== undefined || a.tracing;
+  const compiled = !a.tsx || a.profile || a.perf || a.path || a.ab !== undefined || a.tracing || a['shared-health'];
   if (compiled) say('compiling src/ and bench/ with tsc…');
   const cmd = compiled ? compiledCommands(root) : tsxCommands(root);
   say(`processes run from ${cmd.note}`);
@@ -231,6 +234,11 @@ async function main(): Promise<void> {
     if (a.tracing) {
       const ids = a.only?.split(',') ?? ['chat-c64', 'stream-c64'];
       const md = await tracingScenario({ results, mock, pin, commands: cmd, ids, starts: Math.max(1, Number(a['ab-starts'])), rounds: Math.max(1, Number(a['ab-rounds'])), say });
+      process.stdout.write(`${md}\n`);
+      return;
+    }
+    if (a['shared-health']) {
+      const md = await sharedHealthScenario({ results, mock, pin, commands: cmd, starts: Math.max(1, Number(a['ab-starts'])), rounds: Math.max(1, Number(a['ab-rounds'])), say });
       process.stdout.write(`${md}\n`);
       return;
     }
