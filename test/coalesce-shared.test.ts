@@ -6,7 +6,8 @@
  *   - two gateway processes on one redis-server: the same, JSON and stream;
  *   - leader failure (Redis pair): the leader's upstream fails before its answer → the follower
  *     makes its own call and gets an answer; the leader's stream is cut mid-way → the follower's
- *     stream ends with the same error event as the leader's, never hangs.
+ *     stream ends with the same error event as the leader's, never hangs; the leader's own client
+ *     leaves mid-stream → the upstream call goes on for the follower, who gets all of it.
  * In CI (CI set) a missing redis-server is a failure, never a skip.
  */
 import assert from 'node:assert/strict';
@@ -27,11 +28,11 @@ interface Reply {
 }
 
 /** One request on a connection of its own (the primary hands connections to the workers in turn). */
-function post(url: string, body: unknown, onData?: (text: string) => void): Promise<Reply> {
+function post(url: string, body: unknown, onData?: (text: string) => void, signal?: AbortSignal): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const req = request(
       `${url}/v1/chat/completions`,
-      { method: 'POST', agent: false, headers: { 'content-type': 'application/json', connection: 'close' }, timeout: 30_000 },
+      { method: 'POST', agent: false, headers: { 'content-type': 'application/json', connection: 'close' }, timeout: 30_000, signal },
       (res) => {
         let text = '';
         res.setEncoding('utf8');
@@ -241,5 +242,36 @@ describe('coalescing across replicas (two gateways on one Redis)', { skip: redis
     }
     assert.ok(lastEvent(r1.body).error, 'the leader ends with an error event');
     assert.deepEqual(lastEvent(second.body).error, lastEvent(r1.body).error, 'the follower ends with the same error');
+  });
+
+  it("the leader's own client leaves mid-stream: the call goes on for the attached follower", async () => {
+    up.reset();
+    up.enqueue({ kind: 'stream', chunks: ['uno ', 'dos ', 'tres ', 'cuatro'], delayMs: 300 });
+    const leaving = new AbortController();
+    let firstSaw = (): void => {};
+    const started = new Promise<void>((r) => (firstSaw = r));
+    const first = post(
+      (a as GatewayProcess).url,
+      ask('leader leaves', true),
+      (t) => {
+        if (t.includes('"content":"uno "')) firstSaw();
+      },
+      leaving.signal,
+    ).catch((err: unknown) => err);
+    await started;
+    let followerSaw = (): void => {};
+    const following = new Promise<void>((r) => (followerSaw = r));
+    const second = post((b as GatewayProcess).url, ask('leader leaves', true), (t) => {
+      if (t.includes('"content":"uno "')) followerSaw();
+    });
+    await following;
+    leaving.abort();
+    assert.ok((await first) instanceof Error, "the leader's client went away");
+    const r2 = await second;
+    assert.equal(r2.status, 200);
+    assert.equal(streamed(r2.body), 'uno dos tres cuatro');
+    assert.ok(r2.body.endsWith('data: [DONE]\n\n'));
+    assert.equal(up.clientAborts, 0, 'the upstream call was not cut');
+    assert.equal(callsWith(up, 'leader leaves'), 1);
   });
 });

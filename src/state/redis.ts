@@ -66,7 +66,6 @@ function safeUrl(url: string): string {
 
 export class RedisStore implements StateStore {
   readonly kind = 'redis' as const;
-  /** Coalescing across replicas (redis-flights.ts). */
   readonly flights: SharedFlights;
   private readonly redis: Redis;
   private readonly local: MemoryStore;
