@@ -1,9 +1,9 @@
 /**
  * `npm run bench -- --tracing [--ab-starts 4] [--ab-rounds 4] [--only chat-c64,stream-c64]`: what
- * OpenTelemetry tracing costs Switchyard in CPU per response. Three gateways on the default config
+ * OpenTelemetry tracing costs Switchyard in CPU per response. Four gateways on the default config
  * (scenarios.ts's gatewayYaml), differing only in their OTEL_* variables: tracing off, on with the
- * `always_on` sampler (every request a SERVER and a CLIENT span, exported), and on with
- * `traceidratio` 0.01. They export OTLP/HTTP protobuf (the default) to a sink in this process that
+ * `always_on` sampler (every request a SERVER and a CLIENT span, exported), on with
+ * `traceidratio` 0.01, and on with `always_off` (the hooks of unsampled requests alone). They export OTLP/HTTP protobuf (the default) to a sink in this process that
  * answers 200 and counts the spans it gets. Measured as bench/ab.ts measures: every gateway started
  * afresh `--ab-starts` times, rounds of 2 s alternating between them, the cheapest round kept (the
  * median beside it). Spans per response, counted over the whole run once the last batch arrived,
@@ -112,6 +112,8 @@ const VARIANTS: Variant[] = [
   { id: 'off', label: 'off', env: {} },
   { id: 'on', label: 'always_on (1.0)', env: { OTEL_TRACES_SAMPLER: 'always_on' } },
   { id: 'ratio', label: 'traceidratio 0.01', env: { OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.01' } },
+  // on, nothing sampled: the hooks of a request that is not sampled, without any export
+  { id: 'aoff', label: 'always_off', env: { OTEL_TRACES_SAMPLER: 'always_off' } },
 ];
 
 /** The proxies' environment without any OTEL_* variable of this shell (tracing off unless the variant sets it). */
