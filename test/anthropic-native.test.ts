@@ -132,7 +132,7 @@ describe('anthropic native messages: the request', () => {
   });
 });
 
-describe('anthropic native messages: thinking blocks the gateway signed', () => {
+describe('anthropic native messages: thinking blocks the gateway signed, and unsigned ones', () => {
   test('messages, streams and count_tokens leave them out; Anthropic-signed thinking and redacted_thinking pass unchanged', async () => {
     const withGatewayTurn = (stream: boolean): JsonObject => {
       const body = claudeCodeBody(stream);
@@ -145,11 +145,15 @@ describe('anthropic native messages: thinking blocks the gateway signed', () => 
           { type: 'text', text: 'done' },
         ],
       };
-      return { ...body, messages: [...messages, gatewayTurn, { role: 'user', content: 'next' }] };
+      // thinking no one signed (an empty or missing signature: Anthropic refuses it as well)
+      const unsignedTurn = { role: 'assistant', content: [{ type: 'thinking', thinking: 'old gateway', signature: '' }, { type: 'thinking', thinking: 'other tool' }] };
+      return { ...body, messages: [...messages, gatewayTurn, { role: 'user', content: 'next' }, unsignedTurn, { role: 'user', content: 'and next' }] };
     };
     const expected = (body: JsonObject): JsonObject => {
       const messages = (body.messages as JsonObject[]).slice();
       messages[3] = { role: 'assistant', content: [{ type: 'redacted_thinking', data: 'EmwKAhgBEgy3va3pzix/LafPsn4a' }, { type: 'text', text: 'done' }] };
+      // the unsigned turn held nothing else: it is left out, and the user turns around it become one
+      messages.splice(4, 3, { role: 'user', content: [{ type: 'text', text: 'next' }, { type: 'text', text: 'and next' }] });
       return { ...body, messages };
     };
     const b = backend();

@@ -106,7 +106,7 @@ function noteGatewayThinking(req: MessagesRequest, target: ResolvedTarget, strea
   const llm = target.entry.llm;
   if ((stream ? nativeStream(llm, 'messages') : nativeOnce(llm, 'messages')) === undefined) return;
   const n = gatewayThinkingCount(req as unknown as JsonObject);
-  if (n > 0) warnings.push(`messages: ${n} thinking block(s) signed by the gateway left out (Anthropic accepts only its own signatures)`);
+  if (n > 0) warnings.push(`messages: ${n} thinking block(s) signed by the gateway or unsigned left out (Anthropic accepts only its own signatures)`);
 }
 
 export function messagesHandler(deps: GenerationDeps) {

@@ -14,7 +14,7 @@ describe('gateway thinking signatures', () => {
     for (const other of ['EqQBCkYIBxgCKkBsig+/=', '', undefined, null, 'swy1']) assert.ok(!isGatewaySignature(other), String(other));
   });
 
-  it('withoutGatewayThinking: only gateway-signed thinking blocks leave; the input is not modified; none → the same object', () => {
+  it('withoutGatewayThinking: only gateway-signed and unsigned thinking blocks leave; the input is not modified; none → the same object', () => {
     const mine = { type: 'thinking', thinking: 'translated', signature: gatewaySignature('translated') };
     const theirs = { type: 'thinking', thinking: 'native', signature: 'EqQBsig+/=' };
     const redacted = { type: 'redacted_thinking', data: 'EmwKAhgB' };
@@ -41,11 +41,15 @@ describe('gateway thinking signatures', () => {
       body.messages[1],
       body.messages[2],
       { role: 'assistant', content: [{ type: 'tool_use', id: 't', name: 'f', input: {} }] },
-      body.messages[4],
-      // a turn that held only the dropped block is left out
-      body.messages[6],
+      // a turn that held only the dropped block is left out; the user turns around it become one
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't', content: 'ok' }, { type: 'text', text: 'q3' }] },
     ]);
     assert.equal(r.body.messages[1], body.messages[1], 'untouched turns are the same objects');
+
+    // no signature, or an empty one: Anthropic refuses those too
+    const unsigned = { model: 'claude', messages: [{ role: 'assistant', content: [{ type: 'thinking', thinking: 'a', signature: '' }, { type: 'thinking', thinking: 'b' }, theirs] }] };
+    assert.equal(gatewayThinkingCount(unsigned), 2);
+    assert.deepEqual(withoutGatewayThinking(unsigned).body.messages, [{ role: 'assistant', content: [theirs] }]);
 
     const clean = { model: 'claude', messages: [body.messages[1]] };
     const same = withoutGatewayThinking(clean);
