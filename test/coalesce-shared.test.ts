@@ -7,7 +7,9 @@
  *   - leader failure (Redis pair): the leader's upstream fails before its answer → the follower
  *     makes its own call and gets an answer; the leader's stream is cut mid-way → the follower's
  *     stream ends with the same error event as the leader's, never hangs; the leader's own client
- *     leaves mid-stream → the upstream call goes on for the follower, who gets all of it.
+ *     leaves mid-stream → the upstream call goes on for the follower, who gets all of it;
+ *   - a stream longer than cache.max_entry_bytes (Redis pair): the attached follower still gets all
+ *     of it, byte for byte; a request arriving after the bound makes its own call.
  * In CI (CI set) a missing redis-server is a failure, never a skip.
  */
 import assert from 'node:assert/strict';
@@ -273,5 +275,45 @@ describe('coalescing across replicas (two gateways on one Redis)', { skip: redis
     assert.ok(r2.body.endsWith('data: [DONE]\n\n'));
     assert.equal(up.clientAborts, 0, 'the upstream call was not cut');
     assert.equal(callsWith(up, 'leader leaves'), 1);
+  });
+
+  describe('a stream longer than cache.max_entry_bytes', () => {
+    let c: GatewayProcess | undefined;
+    let d: GatewayProcess | undefined;
+    before(async () => {
+      const yaml = `${backend(up).replace('cache: { enabled: true }', 'cache: { enabled: true, max_entry_bytes: 1500 }')}state: { store: redis, url: "${(redis as RedisServer).url}", key_prefix: "sy-bound-${process.pid}:", command_timeout_ms: 1000 }\n`;
+      [c, d] = await Promise.all([startGatewayProcess(join(dir, 'c.yaml'), yaml), startGatewayProcess(join(dir, 'd.yaml'), yaml)]);
+    });
+    after(async () => {
+      await Promise.all([stop(c), stop(d)]);
+    });
+
+    it('the follower on the other replica gets all of it; a request after the bound makes its own call', async () => {
+      up.reset();
+      const words = ['c1 ', 'c2 ', 'c3 ', 'c4 ', 'c5 ', 'c6 ', 'c7 ', 'c8 ', 'c9 ', 'c10'];
+      up.onModel('slow', { kind: 'stream', chunks: words, delayMs: 250 });
+      let firstSaw = (): void => {};
+      const started = new Promise<void>((r) => (firstSaw = r));
+      let pastBound = (): void => {};
+      const past = new Promise<void>((r) => (pastBound = r));
+      const first = post((c as GatewayProcess).url, ask('past the bound', true), (t) => {
+        if (t.includes('"content":"c1 "')) firstSaw();
+        // a chunk's log text is about 250 bytes: the bound is passed by the sixth, well before the eighth
+        if (t.includes('"content":"c8 "')) pastBound();
+      });
+      await started;
+      const second = post((d as GatewayProcess).url, ask('past the bound', true));
+      await past;
+      const third = await post((d as GatewayProcess).url, ask('past the bound', true));
+      const [r1, r2] = await Promise.all([first, second]);
+      assert.deepEqual([r1.status, r2.status, third.status], [200, 200, 200]);
+      assert.equal(r2.headers['x-switchyard-coalesced'], 'true');
+      assert.equal(streamed(r2.body), words.join(''));
+      assert.ok(r2.body.endsWith('data: [DONE]\n\n'));
+      assert.equal(r2.body, r1.body, "byte-identical to the leader's client");
+      assert.equal(third.headers['x-switchyard-coalesced'], undefined, 'a request after the bound does not join the flight');
+      assert.equal(streamed(third.body), words.join(''));
+      assert.equal(callsWith(up, 'past the bound'), 2);
+    });
   });
 });

@@ -1,14 +1,17 @@
 /**
  * Shared flights in one process's memory: the cluster primary holds one table for all its
- * workers (they reach it over IPC, state/ipc.ts). Claims expire by the clock as Redis keys do; a
- * read waits (long poll) until an entry arrives, the claim goes or `waitMs` passes. Logs of
- * leaders that went away are dropped once their TTL has passed without an append or refresh.
+ * workers (they reach it over IPC, state/ipc.ts). Claims and flights' liveness expire by the clock
+ * as Redis keys do; a read waits (long poll) until an entry arrives, the flight ends or `waitMs`
+ * passes. Logs of leaders that went away are dropped once their TTL has passed without an append or
+ * refresh.
  */
 import type { FlightDriver, FlightEntry, FlightRead } from './shared-flights.ts';
 
 interface Log {
   entries: FlightEntry[];
   followers: Set<string>;
+  /** the flight is live until this (epoch ms; 0: ended) */
+  live: number;
   /** dropped after this (epoch ms) */
   until: number;
   waiters: Array<() => void>;
@@ -25,9 +28,9 @@ export class FlightTable implements FlightDriver {
     return l && l.until > this.now() ? l : undefined;
   }
 
-  private held(key: string, id: string): boolean {
-    const c = this.claims.get(key);
-    return c !== undefined && c.id === id && c.until > this.now();
+  private live(key: string, id: string): boolean {
+    const l = this.log(key, id);
+    return l !== undefined && l.live > this.now();
   }
 
   private sweep(): void {
@@ -46,16 +49,17 @@ export class FlightTable implements FlightDriver {
     if (c) return c.id;
     const until = this.now() + ttlMs;
     this.claims.set(key, { id, until });
-    this.logs.set(`${key}\n${id}`, { entries: [], followers: new Set(), until, waiters: [] });
+    this.logs.set(`${key}\n${id}`, { entries: [], followers: new Set(), live: until, until, waiters: [] });
     return id;
   }
 
   async refresh(key: string, id: string, ttlMs: number): Promise<number> {
-    const c = this.claims.get(key);
     const l = this.log(key, id);
-    if (!c || c.id !== id || c.until <= this.now() || !l) return -1;
-    c.until = this.now() + ttlMs;
-    l.until = Math.max(l.until, c.until);
+    if (!l || l.live <= this.now()) return -1;
+    l.live = this.now() + ttlMs;
+    l.until = Math.max(l.until, l.live);
+    const c = this.claims.get(key);
+    if (c?.id === id && c.until > this.now()) c.until = l.live;
     return l.followers.size;
   }
 
@@ -67,10 +71,15 @@ export class FlightTable implements FlightDriver {
     wake(l);
   }
 
+  async unclaim(key: string, id: string): Promise<void> {
+    if (this.claims.get(key)?.id === id) this.claims.delete(key);
+  }
+
   async release(key: string, id: string, lingerMs: number): Promise<void> {
     if (this.claims.get(key)?.id === id) this.claims.delete(key);
     const l = this.log(key, id);
     if (!l) return;
+    l.live = 0;
     l.until = this.now() + lingerMs;
     wake(l);
   }
@@ -86,7 +95,7 @@ export class FlightTable implements FlightDriver {
   async read(key: string, id: string, cursor: string, waitMs: number): Promise<FlightRead> {
     const from = cursor === '' ? 0 : Number(cursor);
     const l = this.log(key, id);
-    if (l && l.entries.length <= from && this.held(key, id)) {
+    if (l && l.entries.length <= from && l.live > this.now()) {
       await new Promise<void>((resolve) => {
         const timer = setTimeout(done, waitMs);
         function done(): void {
@@ -97,7 +106,7 @@ export class FlightTable implements FlightDriver {
       });
     }
     const entries = this.log(key, id)?.entries.slice(from) ?? [];
-    return { entries, cursor: String(from + entries.length), held: this.held(key, id) };
+    return { entries, cursor: String(from + entries.length), held: this.live(key, id) };
   }
 
   /** Flights whose logs are held now (for tests and /status). */

@@ -32,6 +32,7 @@ export type FlightOp =
   | { m: 'claim'; key: string; id: string; ttlMs: number }
   | { m: 'refresh'; key: string; id: string; ttlMs: number }
   | { m: 'append'; key: string; id: string; entries: FlightEntry[]; ttlMs: number }
+  | { m: 'unclaim'; key: string; id: string }
   | { m: 'release'; key: string; id: string; lingerMs: number }
   | { m: 'attach'; key: string; id: string; follower: string; ttlMs: number }
   | { m: 'detach'; key: string; id: string; follower: string }
@@ -57,6 +58,8 @@ function runFlight(t: FlightTable, f: FlightOp): Promise<unknown> {
       return t.refresh(f.key, f.id, f.ttlMs);
     case 'append':
       return t.append(f.key, f.id, f.entries, f.ttlMs);
+    case 'unclaim':
+      return t.unclaim(f.key, f.id);
     case 'release':
       return t.release(f.key, f.id, f.lingerMs);
     case 'attach':
@@ -119,6 +122,7 @@ export class IpcStore implements StateStore {
       claim: async (key, id, ttlMs) => (await f({ m: 'claim', key, id, ttlMs })) as string,
       refresh: async (key, id, ttlMs) => (await f({ m: 'refresh', key, id, ttlMs })) as number,
       append: async (key, id, entries, ttlMs) => void (await f({ m: 'append', key, id, entries, ttlMs })),
+      unclaim: async (key, id) => void (await f({ m: 'unclaim', key, id })),
       release: async (key, id, lingerMs) => void (await f({ m: 'release', key, id, lingerMs })),
       attach: async (key, id, follower, ttlMs) => void (await f({ m: 'attach', key, id, follower, ttlMs })),
       detach: async (key, id, follower) => void (await f({ m: 'detach', key, id, follower })),

@@ -2,25 +2,34 @@
  * Shared flights on Redis (replicas on one Redis; see shared-flights.ts for the protocol). Keys,
  * all under one hash tag per cache key:
  *   <prefix>{f:<key>}:claim        the flight id holding the key (SET … PX, refreshed by its leader)
+ *   <prefix>{f:<key>}:<id>:live    present while the flight is live (PX, refreshed by its leader)
  *   <prefix>{f:<key>}:<id>:log     a Redis Stream, one entry (fields k, v) per published entry
  *   <prefix>{f:<key>}:<id>:fol     the set of attached followers
- * The log and the follower set expire LINGER after the leader lets the claim go, or a TTL after
- * its last append or refresh when it died. Followers wait with XREAD BLOCK on connections of
+ * The log and the follower set expire LINGER after the flight ends, or a TTL after its last append
+ * or refresh when its leader died. Followers wait with XREAD BLOCK on connections of
  * their own (a blocked connection serves nothing else); idle ones are kept for the next follower.
  */
 import type { Redis } from 'ioredis';
 import { LINGER_MS, READ_WAIT_MS, SharedFlights, type FlightDriver, type FlightEntry, type FlightEntryKind, type FlightRead } from './shared-flights.ts';
 
+/** KEYS: claim, live. ARGV: id, ttl ms. */
 const CLAIM = `local cur = redis.call('GET', KEYS[1])
 if cur then return cur end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
 return ARGV[1]`;
-const REFRESH = `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
+/** KEYS: claim, log, fol, live. ARGV: id, ttl ms, log ttl ms. */
+const REFRESH = `if redis.call('PEXPIRE', KEYS[4], ARGV[2]) == 0 then return -1 end
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 redis.call('PEXPIRE', KEYS[3], ARGV[3])
 return redis.call('SCARD', KEYS[3])`;
+/** KEYS: claim. ARGV: id. */
+const UNCLAIM = `if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1`;
+/** KEYS: claim, log, fol, live. ARGV: id, linger ms. */
 const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+redis.call('DEL', KEYS[4])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 redis.call('PEXPIRE', KEYS[3], ARGV[2])
 return 1`;
@@ -45,18 +54,19 @@ export class RedisFlights implements FlightDriver {
     private readonly commandTimeoutMs: number,
   ) {}
 
-  private keys(key: string, id: string): [claim: string, log: string, fol: string] {
+  private keys(key: string, id: string): [claim: string, log: string, fol: string, live: string] {
     const base = `${this.prefix}{f:${key}}`;
-    return [`${base}:claim`, `${base}:${id}:log`, `${base}:${id}:fol`];
+    return [`${base}:claim`, `${base}:${id}:log`, `${base}:${id}:fol`, `${base}:${id}:live`];
   }
 
   async claim(key: string, id: string, ttlMs: number): Promise<string> {
     if (this.redis.status !== 'ready') throw new Error('redis is not connected');
-    return String(await this.redis.eval(CLAIM, 1, this.keys(key, id)[0], id, ttlMs));
+    const [claim, , , live] = this.keys(key, id);
+    return String(await this.redis.eval(CLAIM, 2, claim, live, id, ttlMs));
   }
 
   async refresh(key: string, id: string, ttlMs: number): Promise<number> {
-    return Number(await this.redis.eval(REFRESH, 3, ...this.keys(key, id), id, ttlMs, ttlMs + LINGER_MS));
+    return Number(await this.redis.eval(REFRESH, 4, ...this.keys(key, id), id, ttlMs, ttlMs + LINGER_MS));
   }
 
   async append(key: string, id: string, entries: FlightEntry[], ttlMs: number): Promise<void> {
@@ -69,8 +79,12 @@ export class RedisFlights implements FlightDriver {
     if (err) throw err;
   }
 
+  async unclaim(key: string, id: string): Promise<void> {
+    await this.redis.eval(UNCLAIM, 1, this.keys(key, id)[0], id);
+  }
+
   async release(key: string, id: string, lingerMs: number): Promise<void> {
-    await this.redis.eval(RELEASE, 3, ...this.keys(key, id), id, lingerMs);
+    await this.redis.eval(RELEASE, 4, ...this.keys(key, id), id, lingerMs);
   }
 
   async attach(key: string, id: string, follower: string, ttlMs: number): Promise<void> {
@@ -83,7 +97,7 @@ export class RedisFlights implements FlightDriver {
   }
 
   async read(key: string, id: string, cursor: string, waitMs: number): Promise<FlightRead> {
-    const [claim, log] = this.keys(key, id);
+    const [, log, , live] = this.keys(key, id);
     const from = cursor === '' ? '0-0' : cursor;
     const conn = this.take();
     let reply: StreamReply;
@@ -97,8 +111,8 @@ export class RedisFlights implements FlightDriver {
     }
     let out = parse(reply, from);
     if (out.entries.length > 0) return out;
-    if ((await this.redis.get(claim)) === id) return out;
-    // the claim went: whatever was appended before it went is readable now
+    if ((await this.redis.exists(live)) === 1) return out;
+    // the flight ended: whatever was appended before it ended is readable now
     out = parse((await this.redis.xread('COUNT', 1000, 'STREAMS', log, from)) as StreamReply, from);
     return { ...out, held: false };
   }

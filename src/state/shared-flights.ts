@@ -3,8 +3,9 @@
  * one Redis): the first process to see a cache key in flight claims it and becomes the leader;
  * the others follow its flight instead of calling upstream.
  *
- * A flight is a claim (the flight's id under the cache key, with a TTL the leader refreshes while
- * its call runs) and an append-only log of entries under that id:
+ * A flight is a claim (the flight's id under the cache key: new requests for the key follow it), its
+ * liveness (both with a TTL the leader refreshes while its call runs) and an append-only log of
+ * entries under that id:
  *   h  stream head: the commit point passed, `{"backend","model"}` of who serves it
  *   p  one stream part, as the StreamTap and the cache hold it
  *   j  a JSON answer, as the cache holds it (the whole entry)
@@ -12,13 +13,17 @@
  *   x  failure `{"code","message"}`: before `h`/`j` followers make their own call (they are
  *      before the commit point); after `h` their streams end with that error
  * Followers attach (register) while they read: a leader whose own clients all left keeps its
- * upstream call going while any follower is attached. A claim that expires without `e`/`x`/`j`
- * (the leader's process died) is a failure too, seen within the claim's TTL. The log outlives the
- * claim by LINGER_MS, so a follower that is behind still reads the end.
+ * upstream call going while any follower is attached. A flight whose liveness expires without
+ * `e`/`x`/`j` (the leader's process died) is a failure too, seen within the TTL. The log outlives
+ * the flight by LINGER_MS, so a follower that is behind still reads the end.
  *
- * The log a leader publishes is bounded by `maxBytes` (cache.max_entry_bytes): a longer stream
- * publishes `x` there and lets the claim go (its followers' streams end with an error; new
- * requests make their own call); the leader's own clients are not affected.
+ * A stream whose log passes `maxBytes` (cache.max_entry_bytes) takes no new followers, as the
+ * in-process tap does: the leader lets the claim go (new requests make their own call) and goes on
+ * publishing every part to the followers already attached, until the end. So a store can hold one
+ * answer's whole size per such flight, while followers are attached (then LINGER_MS more): once a
+ * refresh a full refresh interval after the claim went finds none attached, the leader publishes
+ * `x` and stops (a follower attaching that late gets the error, never a cut answer). A JSON answer
+ * past the bound is published as `x` (followers make their own call).
  */
 import { GatewayError } from '../errors/gateway-error.ts';
 import { ERRORS, type ErrorCode } from '../errors/codes.ts';
@@ -34,18 +39,20 @@ export interface FlightRead {
   entries: FlightEntry[];
   /** where the next read starts */
   cursor: string;
-  /** false: nothing new and the claim is no longer this flight's (ended, failed or its leader gone) */
+  /** false: nothing new and the flight is no longer live (ended, failed or its leader gone) */
   held: boolean;
 }
 
 /** What a store offers for shared flights (memory table: flight-table.ts; Redis: redis-flights.ts). */
 export interface FlightDriver {
-  /** Claims `key` for flight `id` unless a live claim exists; the id of the flight holding it. */
+  /** Claims `key` for flight `id` (live from now) unless a claim exists; the id of the flight holding it. */
   claim(key: string, id: string, ttlMs: number): Promise<string>;
-  /** Keeps the claim alive; the number of attached followers, or -1 when it is not `id`'s any more. */
+  /** Keeps the flight live (and its claim while it is `id`'s); the attached followers, or -1 when it is not live. */
   refresh(key: string, id: string, ttlMs: number): Promise<number>;
   append(key: string, id: string, entries: FlightEntry[], ttlMs: number): Promise<void>;
-  /** Lets the claim go (if still `id`'s); the log stays readable for `lingerMs`. */
+  /** Lets the claim go (if still `id`'s): no new followers; the flight stays live for the attached ones. */
+  unclaim(key: string, id: string): Promise<void>;
+  /** Ends the flight and lets the claim go (if still `id`'s); the log stays readable for `lingerMs`. */
   release(key: string, id: string, lingerMs: number): Promise<void>;
   attach(key: string, id: string, follower: string, ttlMs: number): Promise<void>;
   detach(key: string, id: string, follower: string): Promise<void>;
@@ -54,7 +61,7 @@ export interface FlightDriver {
   close(): void;
 }
 
-/** A claim lives this long without a refresh (a dead leader is noticed within it). */
+/** A claim and a flight's liveness last this long without a refresh (a dead leader is noticed within it). */
 export const FLIGHT_TTL_MS = 5000;
 /** A follower's read waits this long before checking the claim. */
 export const READ_WAIT_MS = 1000;
@@ -110,6 +117,9 @@ export class FlightLead {
   private closed = false;
   private released = false;
   private bytes = 0;
+  /** past the bound: refreshes since the claim was let go (-1: not let go, or not yet) */
+  private unclaimed = -1;
+  private shut = false;
   private readonly timer: NodeJS.Timeout;
 
   constructor(
@@ -119,8 +129,27 @@ export class FlightLead {
     private readonly ttlMs: number,
     private readonly maxBytes: number,
   ) {
-    this.timer = setInterval(() => void this.followers().then((n) => this.onFollowers?.(n)), Math.max(50, Math.floor(ttlMs / 3)));
+    this.timer = setInterval(() => void this.tick(), Math.max(50, Math.floor(ttlMs / 3)));
     this.timer.unref();
+  }
+
+  private async tick(): Promise<void> {
+    if (this.closed) return;
+    if (this.unclaimed >= 0) this.unclaimed++;
+    // a follower that took the claim just before it went attaches right after: give it an interval
+    const alone = this.unclaimed >= 2;
+    let n: number;
+    try {
+      n = await this.d.refresh(this.key, this.id, this.ttlMs);
+    } catch {
+      this.onFollowers?.(0);
+      return;
+    }
+    this.onFollowers?.(Math.max(0, n));
+    if (alone && n === 0 && !this.closed) {
+      this.put(failure('upstream_response_too_large', 'The shared stream grew beyond cache.max_entry_bytes; ask again without coalescing.'));
+      this.close();
+    }
   }
 
   /** Refreshes the claim; the followers attached now (0 when it cannot tell). */
@@ -137,14 +166,16 @@ export class FlightLead {
     this.put({ k: 'h', v: JSON.stringify({ backend, model }) });
   }
 
-  /** One stream part's log text. */
+  /** One stream part's log text (past the bound: for the followers attached, no new ones). */
   part(text: string): void {
     if (this.closed) return;
     this.bytes += text.length;
-    if (this.bytes > this.maxBytes) {
-      this.put(failure('upstream_response_too_large', 'The shared stream grew beyond cache.max_entry_bytes; ask again without coalescing.'));
-      this.close();
-      return;
+    if (this.bytes > this.maxBytes && !this.shut) {
+      this.shut = true;
+      void this.d
+        .unclaim(this.key, this.id)
+        .catch(() => {})
+        .then(() => void (this.unclaimed = 0));
     }
     this.put({ k: 'p', v: text });
   }
