@@ -23,7 +23,9 @@ import { HealthState } from '../router/health-state.ts';
 import { Router, type StreamHooks } from '../router/router.ts';
 import type { Clock } from '../router/types.ts';
 import { createServices, type BuiltServices } from '../server/services.ts';
+import { FlightTable } from '../state/flight-table.ts';
 import { MemoryStore } from '../state/memory.ts';
+import { SharedFlights } from '../state/shared-flights.ts';
 import { createLogger } from '../telemetry/logger.ts';
 import { Pipeline, type Job } from './pipeline.ts';
 
@@ -105,9 +107,10 @@ const hooks: StreamHooks<ChunkPart<ChatCompletionChunk>> = {
 
 /**
  * One model `m` on backend `a` at $1 per input token and $2 per output token (so a call's spend is
- * easy to read), another model `n`, the cache on, and a key `k` with `limits`.
+ * easy to read), another model `n`, the cache on, and a key `k` with `limits`. With `table`, a
+ * process of several whose flights are shared there (as workers share the primary's table).
  */
-function setup(limits: string, extraKey = '') {
+function setup(limits: string, extraKey = '', table?: FlightTable) {
   const yaml = [
     'backends:',
     '  a: { type: fake }',
@@ -125,7 +128,8 @@ function setup(limits: string, extraKey = '') {
   const a = new FakeLLM('a');
   (registry.get('a') ?? assert.fail('backend a')).llm = a;
   const router = new Router(config, registry, new HealthState(config.routing.breaker), clock, () => 0.5);
-  const store = new MemoryStore({ maxEntries: config.cache.max_entries, maxBytes: config.cache.max_bytes, now: () => clock.t });
+  const memory = new MemoryStore({ maxEntries: config.cache.max_entries, maxBytes: config.cache.max_bytes, now: () => clock.t });
+  const store = table ? Object.assign(memory, { flights: new SharedFlights(table) }) : memory;
   const refused: string[] = [];
   const services: BuiltServices = createServices(config, createLogger('silent'), (key, limit) => refused.push(`${key} ${limit}`), { store, tokens: new TokenCounter() });
   const pipeline = new Pipeline(router, services);
@@ -466,5 +470,45 @@ describe('streams', () => {
     signal.abort(new Error('client left'));
     assert.equal((await s.account()).concurrency?.in_use, 0);
     await s.close();
+  });
+});
+
+describe('coalescing across processes', () => {
+  /** A leader in one process holding its upstream call, and a second process on the same flights. */
+  function pair() {
+    const table = new FlightTable();
+    const one = setup('{ rpm: 10 }', '', table);
+    const two = setup('{ rpm: 10 }', '', table);
+    const g = gate();
+    one.a.hold = g.wait;
+    return { one, two, open: g.open, close: async () => Promise.all([one.close(), two.close()]) };
+  }
+
+  test('a JSON follower whose client left makes no upstream call of its own', async () => {
+    const p = pair();
+    const leader = p.one.once(p.one.job());
+    await until(() => p.one.a.calls === 1);
+    const signal = new ClientAbort();
+    const follower = failure(p.two.once(p.two.job({ signal })));
+    signal.abort(new Error('client left'));
+    p.open();
+    assert.equal((await leader).served?.headers['x-switchyard-cache'], 'miss');
+    assert.equal((await follower).code, 'client_closed_request');
+    assert.equal(p.two.a.calls, 0, 'no upstream call for a client that is gone');
+    await p.close();
+  });
+
+  test('a stream follower whose client left makes no upstream call of its own', async () => {
+    const p = pair();
+    const leader = p.one.stream(p.one.job());
+    await until(() => p.one.a.calls === 1);
+    const signal = new ClientAbort();
+    const follower = failure(p.two.stream(p.two.job({ signal })));
+    signal.abort(new Error('client left'));
+    p.open();
+    assert.deepEqual(await texts((await leader).result), ['Hel', 'lo', '[stop]']);
+    assert.equal((await follower).code, 'client_closed_request');
+    assert.equal(p.two.a.calls, 0, 'no upstream call for a client that is gone');
+    await p.close();
   });
 });

@@ -210,6 +210,8 @@ export class Pipeline {
       const entry = text === undefined ? undefined : s.cache.parse(text);
       const hitTarget = entry?.kind === 'json' ? this.hitTarget(prep, entry) : undefined;
       if (entry?.kind === 'json' && hitTarget) return { result: entry.body as T, target: hitTarget, attempts: 0, upstreamMs: 0, served: this.coalesced(s, adm) };
+      // a follower whose client left while it waited has nobody to call for
+      if (claim?.follow && job.info.signal.aborted) throw new GatewayError('client_closed_request');
       const lead = claim?.lead;
       const status = this.status(s, prep);
       const f = s.flights.start<Routed<T>>(key, lead);
@@ -331,6 +333,7 @@ export class Pipeline {
         return { result, target: hitTarget, attempts: 0, upstreamMs: 0, usage: sink, served };
       }
       remote?.close();
+      if (remote && signal.aborted) throw new GatewayError('client_closed_request');
       const lead = claim?.lead;
       const status = this.status(s, prep);
       const f = s.flights.start<Routed<AsyncIterable<P>>>(key, lead);
