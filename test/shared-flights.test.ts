@@ -211,3 +211,35 @@ if (!redisSkip) {
   });
 }
 scenarios('redis', () => ({ driver: new RedisFlights(client as Redis, `sy-flights-${process.pid}:`, 1000) }), redisSkip);
+
+describe('shared flights: redis scripts', { skip: redisSkip, timeout: 30_000 }, () => {
+  /** Calls of EVAL and EVALSHA the server has run so far. */
+  async function calls(c: Redis): Promise<{ eval: number; evalsha: number }> {
+    const info = await c.info('commandstats');
+    const n = (cmd: string): number => Number(new RegExp(`cmdstat_${cmd}:calls=(\\d+)`).exec(info)?.[1] ?? 0);
+    return { eval: n('eval'), evalsha: n('evalsha') };
+  }
+
+  it('run by SHA once loaded, and loaded again when the server lost them (SCRIPT FLUSH, a restart)', async () => {
+    const c = client as Redis;
+    const flights = new SharedFlights(new RedisFlights(c, `sy-scripts-${process.pid}:`, 1000), TTL);
+    const flight = async (k: string): Promise<void> => {
+      const a = await flights.claim(k, 1 << 20);
+      const b = await flights.claim(k, 1 << 20);
+      assert.ok(a?.lead && b?.follow);
+      const answer = b.follow.json(never);
+      a.lead.json('{"kind":"json","body":1}');
+      a.lead.close();
+      assert.equal(await answer, '{"kind":"json","body":1}');
+      await until('the claim is let go', async () => (await c.exists(`sy-scripts-${process.pid}:{f:${k}}:claim`)) === 0, 5000);
+    };
+    await c.script('FLUSH');
+    await flight('after-flush');
+    const before = await calls(c);
+    await flight('loaded');
+    const after = await calls(c);
+    assert.equal(after.eval, before.eval, 'no script text sent once loaded');
+    assert.ok(after.evalsha >= before.evalsha + 2, `claims and the release by SHA (${before.evalsha} → ${after.evalsha})`);
+    flights.close();
+  });
+});

@@ -6,33 +6,36 @@
  *   <prefix>{f:<key>}:<id>:log     a Redis Stream, one entry (fields k, v) per published entry
  *   <prefix>{f:<key>}:<id>:fol     the set of attached followers
  * The log and the follower set expire LINGER after the flight ends, or a TTL after its last append
- * or refresh when its leader died. Followers wait with XREAD BLOCK on connections of
- * their own (a blocked connection serves nothing else); idle ones are kept for the next follower.
+ * or refresh when its leader died. Followers wait with XREAD BLOCK on connections of their own (a
+ * blocked connection serves nothing else); idle ones are kept for the next follower.
+ * The scripts run by SHA (EVALSHA); a server that lost them (NOSCRIPT: restarted, flushed) gets
+ * the text once more (EVAL), which loads it again.
  */
 import type { Redis } from 'ioredis';
+import { script, type Script } from './redis-scripts.ts';
 import { LINGER_MS, READ_WAIT_MS, SharedFlights, type FlightDriver, type FlightEntry, type FlightEntryKind, type FlightRead } from './shared-flights.ts';
 
 /** KEYS: claim, live. ARGV: id, ttl ms. */
-const CLAIM = `local cur = redis.call('GET', KEYS[1])
+const CLAIM = script(`local cur = redis.call('GET', KEYS[1])
 if cur then return cur end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
-return ARGV[1]`;
+return ARGV[1]`);
 /** KEYS: claim, log, fol, live. ARGV: id, ttl ms, log ttl ms. */
-const REFRESH = `if redis.call('PEXPIRE', KEYS[4], ARGV[2]) == 0 then return -1 end
+const REFRESH = script(`if redis.call('PEXPIRE', KEYS[4], ARGV[2]) == 0 then return -1 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 redis.call('PEXPIRE', KEYS[3], ARGV[3])
-return redis.call('SCARD', KEYS[3])`;
+return redis.call('SCARD', KEYS[3])`);
 /** KEYS: claim. ARGV: id. */
-const UNCLAIM = `if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
-return 1`;
+const UNCLAIM = script(`if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1`);
 /** KEYS: claim, log, fol, live. ARGV: id, linger ms. */
-const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+const RELEASE = script(`if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 redis.call('DEL', KEYS[4])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 redis.call('PEXPIRE', KEYS[3], ARGV[2])
-return 1`;
+return 1`);
 
 /** Extra time a blocked read is given over its wait. */
 const READ_SLACK_MS = 1000;
@@ -54,6 +57,15 @@ export class RedisFlights implements FlightDriver {
     private readonly commandTimeoutMs: number,
   ) {}
 
+  private async run(s: Script, keys: string[], args: Array<string | number>): Promise<unknown> {
+    try {
+      return await this.redis.evalsha(s.sha, keys.length, ...keys, ...args);
+    } catch (err) {
+      if (err instanceof Error && err.message.startsWith('NOSCRIPT')) return this.redis.eval(s.lua, keys.length, ...keys, ...args);
+      throw err;
+    }
+  }
+
   private keys(key: string, id: string): [claim: string, log: string, fol: string, live: string] {
     const base = `${this.prefix}{f:${key}}`;
     return [`${base}:claim`, `${base}:${id}:log`, `${base}:${id}:fol`, `${base}:${id}:live`];
@@ -62,11 +74,11 @@ export class RedisFlights implements FlightDriver {
   async claim(key: string, id: string, ttlMs: number): Promise<string> {
     if (this.redis.status !== 'ready') throw new Error('redis is not connected');
     const [claim, , , live] = this.keys(key, id);
-    return String(await this.redis.eval(CLAIM, 2, claim, live, id, ttlMs));
+    return String(await this.run(CLAIM, [claim, live], [id, ttlMs]));
   }
 
   async refresh(key: string, id: string, ttlMs: number): Promise<number> {
-    return Number(await this.redis.eval(REFRESH, 4, ...this.keys(key, id), id, ttlMs, ttlMs + LINGER_MS));
+    return Number(await this.run(REFRESH, this.keys(key, id), [id, ttlMs, ttlMs + LINGER_MS]));
   }
 
   async append(key: string, id: string, entries: FlightEntry[], ttlMs: number): Promise<void> {
@@ -80,11 +92,11 @@ export class RedisFlights implements FlightDriver {
   }
 
   async unclaim(key: string, id: string): Promise<void> {
-    await this.redis.eval(UNCLAIM, 1, this.keys(key, id)[0], id);
+    await this.run(UNCLAIM, [this.keys(key, id)[0]], [id]);
   }
 
   async release(key: string, id: string, lingerMs: number): Promise<void> {
-    await this.redis.eval(RELEASE, 4, ...this.keys(key, id), id, lingerMs);
+    await this.run(RELEASE, this.keys(key, id), [id, lingerMs]);
   }
 
   async attach(key: string, id: string, follower: string, ttlMs: number): Promise<void> {

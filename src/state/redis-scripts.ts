@@ -259,7 +259,7 @@ export interface Script {
   lua: string;
   sha: string;
 }
-const script = (lua: string): Script => ({ lua, sha: createHash('sha1').update(lua).digest('hex') });
+export const script = (lua: string): Script => ({ lua, sha: createHash('sha1').update(lua).digest('hex') });
 export const ADMIT_S = script(ADMIT);
 export const SETTLE_S = script(SETTLE);
 export const REFRESH_S = script(REFRESH);
