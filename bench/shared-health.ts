@@ -21,7 +21,7 @@ import { load, median } from './measure.ts';
 import { cpuMs, freePort, startProc, stopProc, type Pinning, type Proc } from './procs.ts';
 import { SCENARIOS, gatewayYaml, type Scenario } from './scenarios.ts';
 
-interface SharedHealthOptions {
+export interface SharedHealthOptions {
   results: string;
   mock: Proc;
   pin: Pinning;
@@ -39,14 +39,16 @@ function family(pid: number): number[] {
 
 const familyCpuMs = (pid: number): number => family(pid).reduce((sum, p) => sum + cpuMs(p), 0);
 
-interface Variant {
+export interface Variant {
   id: string;
   label: string;
   /** lines appended to the generated config */
   extra: string[];
+  /** node arguments that start this variant's gateway (default: this checkout's) */
+  gateway?: string[];
 }
 
-interface Pair {
+export interface Pair {
   id: string;
   label: string;
   /** `server.workers` (1: a single process) */
@@ -54,7 +56,7 @@ interface Pair {
   variants: [Variant, Variant];
 }
 
-interface Redis {
+export interface Redis {
   child: ChildProcess;
   pid: number;
   url: string;
@@ -80,7 +82,7 @@ async function redisAnswers(port: number): Promise<boolean> {
 }
 
 /** A redis-server in the foreground on a free loopback port, without persistence. */
-async function startRedis(core: string | undefined): Promise<Redis> {
+export async function startRedis(core: string | undefined): Promise<Redis> {
   const port = await freePort();
   const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'];
   const child = core !== undefined ? spawn('taskset', ['-c', core, 'redis-server', ...args], { stdio: 'ignore' }) : spawn('redis-server', args, { stdio: 'ignore' });
@@ -94,14 +96,14 @@ async function startRedis(core: string | undefined): Promise<Redis> {
   throw new Error('redis-server did not answer PING within 10 s');
 }
 
-async function stopRedis(r: Redis): Promise<void> {
+export async function stopRedis(r: Redis): Promise<void> {
   if (r.child.exitCode !== null || r.child.signalCode !== null) return;
   const done = new Promise<void>((res) => r.child.once('exit', () => res()));
   process.kill(r.pid, 'SIGTERM');
   await done;
 }
 
-function pairs(redisUrl: string | undefined): Pair[] {
+export function pairs(redisUrl: string | undefined): Pair[] {
   const out: Pair[] = [
     {
       id: 'workers',
@@ -136,7 +138,7 @@ async function startGateway(o: SharedHealthOptions, pair: Pair, v: Variant): Pro
   writeFileSync(yamlPath, `${yaml}${v.extra.join('\n')}\n`);
   return startProc({
     name: `switchyard (${pair.id}, shared_health ${v.id})`,
-    args: [...o.commands.gateway, '--config', yamlPath],
+    args: [...(v.gateway ?? o.commands.gateway), '--config', yamlPath],
     core: o.pin.enabled ? o.pin.proxyCore : undefined,
     port,
     readyPath: '/ready',
@@ -145,7 +147,7 @@ async function startGateway(o: SharedHealthOptions, pair: Pair, v: Variant): Pro
   });
 }
 
-interface RoundResult {
+export interface RoundResult {
   /** the gateway's CPU µs per response (primary + workers) */
   us: number;
   /** the redis-server's CPU µs per response over the same round */
@@ -162,7 +164,7 @@ async function cpuRound(p: Proc, sc: Scenario, seconds: number, redis: Redis | u
   return { us: ((familyCpuMs(p.pid) - before) * 1000) / n, redisUs: redis ? ((cpuMs(redis.pid) - redis0) * 1000) / n : 0, rps: r.rps };
 }
 
-async function measurePair(o: SharedHealthOptions, pair: Pair, sc: Scenario, redis: Redis | undefined): Promise<RoundResult[][]> {
+export async function measurePair(o: SharedHealthOptions, pair: Pair, sc: Scenario, redis: Redis | undefined): Promise<RoundResult[][]> {
   const all: RoundResult[][] = [[], []];
   for (let start = 0; start < o.starts; start++) {
     const order = start % 2 ? [1, 0] : [0, 1];

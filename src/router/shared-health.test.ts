@@ -169,6 +169,51 @@ describe('shared breakers (routing.shared_health)', () => {
     assert.equal(warned.length, 2, 'recovery logged');
   });
 
+  it('a busy process sends one batch per store round trip, with every outcome in it', async () => {
+    const clock = { t: 1_000_000 };
+    const now = (): number => clock.t;
+    const mem = new MemoryStore({ maxEntries: 10, maxBytes: 1 << 20, now });
+    type Health = MemoryStore['health'];
+    // a store whose answers wait until the test lets them go; events per send
+    const held: Array<() => void> = [];
+    const sent: number[] = [];
+    let settings: Parameters<Health>[1] | undefined;
+    const store = {
+      health: (ops: Parameters<Health>[0], s: Parameters<Health>[1]) => {
+        settings = s;
+        sent.push(ops.reduce((n, op) => n + op.events.length, 0));
+        return new Promise((resolve) => held.push(() => resolve(mem.health(ops, s))));
+      },
+    } as unknown as StateStore;
+    const h = new HealthState(cfg, now);
+    h.share(store, undefined, 0);
+    const br = h.get('up', 'm').breaker;
+    const turn = (): Promise<void> => new Promise((r) => setImmediate(r));
+    br.record('success', clock.t);
+    await turn();
+    assert.deepEqual(sent, [1], 'sent after its turn');
+    for (let i = 0; i < 5; i++) {
+      br.record('success', clock.t);
+      await turn();
+    }
+    assert.deepEqual(sent, [1], 'nothing more while that send is unanswered');
+    held.shift()?.();
+    await turn();
+    await turn();
+    assert.deepEqual(sent, [1, 5], 'the next five outcomes in one send, once the first is answered');
+    held.shift()?.();
+    await turn();
+    const [view] = mem.healthSync([{ target: 'up/m', owner: 'test', events: [] }], settings as Parameters<Health>[1]);
+    assert.equal(view?.ok, 6, 'every outcome reached the store');
+    // with a send on its way, a target with 250 events queued goes without waiting for it
+    br.record('success', clock.t);
+    await turn();
+    for (let i = 0; i < 250; i++) br.record('success', clock.t);
+    await turn();
+    assert.deepEqual(sent, [1, 5, 1, 250]);
+    for (const release of held.splice(0)) release();
+  });
+
   it('without sharing, two HealthStates keep separate breakers', () => {
     const a = new HealthState(cfg);
     const b = new HealthState(cfg);

@@ -1,10 +1,11 @@
 /**
  * The replica's side of shared target health (routing.shared_health; rules in
  * state/shared-health.ts). The request path stays synchronous: breakers decide from a local
- * mirror of the shared state, and outcomes are queued and sent to the store in the background
- * (right after the tick they happen in). Every SYNC_INTERVAL_MS the mirror of every known target is
- * refreshed, so a breaker opened by another replica (or worker) is seen here within that interval
- * plus one store round trip.
+ * mirror of the shared state, and outcomes are queued and sent to the store in the background:
+ * right after the tick they happen in, or, while an earlier send is unanswered, once it is answered
+ * (a busy process sends one batch per store round trip, not one per tick). Every SYNC_INTERVAL_MS
+ * the mirror of every known target is refreshed, so a breaker opened by another replica (or
+ * worker) is seen here within that interval plus one store round trip.
  *
  * Half-open: a replica sends the single probe only while it holds the store's probe lease. The
  * first request that finds the target half-open without a lease here asks for it and goes on to the
@@ -27,6 +28,8 @@ const LEASE_IDLE_MS = 1_000;
 const STALE_MS = 2_000;
 /** events kept per target between two sends */
 const MAX_PENDING = 1_000;
+/** a target with this many events queued is sent without waiting for the send on its way */
+const SEND_AT = MAX_PENDING / 4;
 
 export class SharedTarget {
   view: HealthView | undefined;
@@ -50,6 +53,12 @@ export class SharedHealthLink {
   private readonly timer: NodeJS.Timeout | undefined;
   private flushQueued = false;
   private ticking = false;
+  /** sends of queued events (not ticks) waiting for their answer */
+  private inFlight = 0;
+  /** events were queued while a send was on its way: send them once it is answered */
+  private again = false;
+  /** a target reached SEND_AT queued events */
+  private full = false;
   private down = false;
 
   constructor(
@@ -95,6 +104,7 @@ export class SharedHealthLink {
   push(t: SharedTarget, e: HealthEvent): boolean {
     if (this.down || t.pending.length >= MAX_PENDING) return false;
     t.pending.push(e);
+    if (t.pending.length >= SEND_AT) this.full = true;
     this.flushSoon();
     return true;
   }
@@ -116,6 +126,12 @@ export class SharedHealthLink {
     if (all) {
       if (this.ticking) return;
       this.ticking = true;
+    } else if (this.inFlight > 0 && !this.full) {
+      this.again = true;
+      return;
+    } else {
+      this.inFlight++;
+      this.full = false;
     }
     try {
       const now = this.now();
@@ -156,6 +172,11 @@ export class SharedHealthLink {
       });
     } finally {
       if (all) this.ticking = false;
+      else this.inFlight--;
+      if (this.again && this.inFlight === 0) {
+        this.again = false;
+        this.flushSoon();
+      }
     }
   }
 
