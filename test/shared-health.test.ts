@@ -158,6 +158,8 @@ describe('the Redis HEALTH script and the memory table agree', { skip, timeout: 
 
     let v = same(await both('r1', [{ k: 's' }, { k: 'f' }, { k: 'l', total: 200, ttft: 50 }, { k: 'p' }]), core, 'counts and latency');
     assert.deepEqual([v.state, v.ok, v.fail, v.samples, v.total], ['closed', 1, 1, 2, 200 + 0.3 * (10_000 - 200)]);
+    v = same(await both('r2', [{ k: 's', n: 4 }]), core, 'a run of successes counts each');
+    assert.deepEqual([v.state, v.ok, v.fail], ['closed', 5, 1]);
     v = same(await both('r2', [{ k: 'f' }, { k: 'f' }, { k: 'f' }]), core, 'three in a row open it');
     assert.deepEqual([v.state, v.ok, v.fail], ['open', 0, 0]);
     v = same(await both('r1', [{ k: 'A' }, { k: 's' }]), core, 'no lease and no counting while open');

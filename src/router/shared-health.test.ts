@@ -8,6 +8,7 @@ import { MemoryStore } from '../state/memory.ts';
 import type { StateStore } from '../state/store.ts';
 import type { BreakerConfig } from './circuit-breaker.ts';
 import { HealthState } from './health-state.ts';
+import { QUIET_SEND_MS } from './shared-health.ts';
 
 const cfg: BreakerConfig = { failure_rate: 0.5, min_requests: 4, window_ms: 10_000, consecutive_failures: 3, open_ms: 1000, max_open_ms: 8000 };
 
@@ -169,48 +170,57 @@ describe('shared breakers (routing.shared_health)', () => {
     assert.equal(warned.length, 2, 'recovery logged');
   });
 
-  it('a busy process sends one batch per store round trip, with every outcome in it', async () => {
+  it('successes wait quietly and travel as one counted run; a failure goes at once; one send per store round trip', async () => {
     const clock = { t: 1_000_000 };
     const now = (): number => clock.t;
     const mem = new MemoryStore({ maxEntries: 10, maxBytes: 1 << 20, now });
     type Health = MemoryStore['health'];
-    // a store whose answers wait until the test lets them go; events per send
+    // a store whose answers wait until the test lets them go; the events of each send
     const held: Array<() => void> = [];
-    const sent: number[] = [];
+    const sent: string[][] = [];
     let settings: Parameters<Health>[1] | undefined;
     const store = {
       health: (ops: Parameters<Health>[0], s: Parameters<Health>[1]) => {
         settings = s;
-        sent.push(ops.reduce((n, op) => n + op.events.length, 0));
+        sent.push(ops.flatMap((op) => op.events.map((e) => (e.k === 's' && e.n !== undefined ? `s${e.n}` : e.k))));
         return new Promise((resolve) => held.push(() => resolve(mem.health(ops, s))));
       },
     } as unknown as StateStore;
     const h = new HealthState(cfg, now);
     h.share(store, undefined, 0);
-    const br = h.get('up', 'm').breaker;
+    const { breaker: br, stats } = h.get('up', 'm');
     const turn = (): Promise<void> => new Promise((r) => setImmediate(r));
-    br.record('success', clock.t);
+    // a new target asks for its view at once: nothing queued yet, so nothing sent
     await turn();
-    assert.deepEqual(sent, [1], 'sent after its turn');
-    for (let i = 0; i < 5; i++) {
+    for (let i = 0; i < 3; i++) {
       br.record('success', clock.t);
-      await turn();
+      stats.observeSuccess(clock.t, 10 + i);
     }
-    assert.deepEqual(sent, [1], 'nothing more while that send is unanswered');
+    await turn();
+    assert.equal(sent.length, 0, 'successes alone do not go after their turn');
+    await new Promise((r) => setTimeout(r, QUIET_SEND_MS + 20));
+    assert.deepEqual(sent, [['s3', 'l', 'l', 'l']], 'within QUIET_SEND_MS: the run of three as one event, the latency samples after it');
+    for (let i = 0; i < 5; i++) br.record('success', clock.t);
+    br.record('failure', clock.t);
+    await turn();
+    assert.equal(sent.length, 1, 'nothing more while that send is unanswered');
     held.shift()?.();
     await turn();
     await turn();
-    assert.deepEqual(sent, [1, 5], 'the next five outcomes in one send, once the first is answered');
+    assert.deepEqual(sent[1], ['s5', 'f'], 'once it is answered, the failure goes at once, with the successes before it, in order');
     held.shift()?.();
     await turn();
     const [view] = mem.healthSync([{ target: 'up/m', owner: 'test', events: [] }], settings as Parameters<Health>[1]);
-    assert.equal(view?.ok, 6, 'every outcome reached the store');
+    assert.equal(view?.ok, 8, 'every success reached the store');
+    assert.equal(view?.fail, 1);
+    assert.equal(view?.samples, 3);
     // with a send on its way, a target with 250 events queued goes without waiting for it
-    br.record('success', clock.t);
+    br.record('failure', clock.t);
     await turn();
-    for (let i = 0; i < 250; i++) br.record('success', clock.t);
+    for (let i = 0; i < 250; i++) stats.observeSuccess(clock.t, 5);
     await turn();
-    assert.deepEqual(sent, [1, 5, 1, 250]);
+    assert.equal(sent.length, 4);
+    assert.equal(sent[3]?.length, 250);
     for (const release of held.splice(0)) release();
   });
 

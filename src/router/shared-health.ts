@@ -1,9 +1,12 @@
 /**
  * The replica's side of shared target health (routing.shared_health; rules in
  * state/shared-health.ts). The request path stays synchronous: breakers decide from a local
- * mirror of the shared state, and outcomes are queued and sent to the store in the background:
- * right after the tick they happen in, or, while an earlier send is unanswered, once it is answered
- * (a busy process sends one batch per store round trip, not one per tick). Every SYNC_INTERVAL_MS
+ * mirror of the shared state, and outcomes are queued and sent to the store in the background: a
+ * failure or a probe event right after the tick it happens in, successes and latency samples at
+ * most QUIET_SEND_MS later (or with the first failure before that); while an earlier send is
+ * unanswered, once it is answered (a busy process sends one batch per store round trip, not one
+ * per tick). A run of successes travels as one event with its count; latency samples travel
+ * after the breaker's events (the store applies the two apart, each in its order). Every SYNC_INTERVAL_MS
  * the mirror of every known target is refreshed, so a breaker opened by another replica (or
  * worker) is seen here within that interval plus one store round trip.
  *
@@ -30,12 +33,17 @@ const STALE_MS = 2_000;
 const MAX_PENDING = 1_000;
 /** a target with this many events queued is sent without waiting for the send on its way */
 const SEND_AT = MAX_PENDING / 4;
+/** successes and latency samples wait at most this long for a send */
+export const QUIET_SEND_MS = 50;
 
 export class SharedTarget {
   view: HealthView | undefined;
   /** local clock when `view` arrived */
   at = 0;
+  /** breaker and probe events, in order (a run of successes is one event with its count) */
   pending: HealthEvent[] = [];
+  /** latency samples, in order */
+  latency: HealthEvent[] = [];
   /** this replica's probe lease */
   lease: 'none' | 'acquiring' | 'won' | 'in_flight' = 'none';
   leaseAt = 0;
@@ -52,6 +60,9 @@ export class SharedHealthLink {
   private readonly targets = new Map<string, SharedTarget>();
   private readonly timer: NodeJS.Timeout | undefined;
   private flushQueued = false;
+  private quietTimer: NodeJS.Timeout | undefined;
+  /** something other than successes and latency samples is queued */
+  private urgent = false;
   private ticking = false;
   /** sends of queued events (not ticks) waiting for their answer */
   private inFlight = 0;
@@ -102,14 +113,36 @@ export class SharedHealthLink {
 
   /** Queues an event for the next send; false when dropped (store unreachable, or too many queued). */
   push(t: SharedTarget, e: HealthEvent): boolean {
-    if (this.down || t.pending.length >= MAX_PENDING) return false;
-    t.pending.push(e);
-    if (t.pending.length >= SEND_AT) this.full = true;
-    this.flushSoon();
+    if (this.down || t.pending.length + t.latency.length >= MAX_PENDING) return false;
+    if (e.k === 'l' || e.k === 'p') t.latency.push(e);
+    else {
+      const last = t.pending[t.pending.length - 1];
+      if (e.k === 's' && last !== undefined && last.k === 's') last.n = (last.n ?? 1) + 1;
+      else t.pending.push(e);
+    }
+    if (t.pending.length + t.latency.length >= SEND_AT) this.full = true;
+    if (e.k !== 's' && e.k !== 'l') this.urgent = true;
+    this.schedule();
     return true;
   }
 
+  /** The next send: right after this tick when something urgent is queued, else within QUIET_SEND_MS. */
+  private schedule(): void {
+    if (this.urgent || this.full) this.flushSoon();
+    else if (this.quietTimer === undefined && !this.flushQueued) {
+      this.quietTimer = setTimeout(() => {
+        this.quietTimer = undefined;
+        this.flushSoon();
+      }, QUIET_SEND_MS);
+      this.quietTimer.unref();
+    }
+  }
+
   private flushSoon(): void {
+    if (this.quietTimer !== undefined) {
+      clearTimeout(this.quietTimer);
+      this.quietTimer = undefined;
+    }
     if (this.flushQueued) return;
     this.flushQueued = true;
     setImmediate(() => {
@@ -132,6 +165,7 @@ export class SharedHealthLink {
     } else {
       this.inFlight++;
       this.full = false;
+      this.urgent = false;
     }
     try {
       const now = this.now();
@@ -139,10 +173,11 @@ export class SharedHealthLink {
       const ops = [];
       for (const t of this.targets.values()) {
         if (all) this.upkeep(t, now);
-        if (!all && t.pending.length === 0) continue;
-        ops.push({ target: t.name, owner: this.owner, events: t.pending });
+        if (!all && t.pending.length === 0 && t.latency.length === 0) continue;
+        ops.push({ target: t.name, owner: this.owner, events: t.latency.length === 0 ? t.pending : t.pending.concat(t.latency) });
         sent.push({ t, version: t.version });
         t.pending = [];
+        t.latency = [];
       }
       if (ops.length === 0) return;
       let views: HealthView[];
@@ -175,7 +210,7 @@ export class SharedHealthLink {
       else this.inFlight--;
       if (this.again && this.inFlight === 0) {
         this.again = false;
-        this.flushSoon();
+        this.schedule();
       }
     }
   }
@@ -194,6 +229,7 @@ export class SharedHealthLink {
   private lost(err: unknown): void {
     for (const t of this.targets.values()) {
       t.pending = [];
+      t.latency = [];
       if (t.lease === 'acquiring') t.lease = 'none';
     }
     if (this.down) return;
@@ -205,6 +241,7 @@ export class SharedHealthLink {
 
   stop(): void {
     if (this.timer) clearInterval(this.timer);
+    if (this.quietTimer !== undefined) clearTimeout(this.quietTimer);
   }
 }
 

@@ -117,7 +117,7 @@ return 1
  * TypeScript twin the memory store runs).
  * KEYS: health hash, probe lease. ARGV: failure rate, min requests, window ms, consecutive failures,
  *       open ms, max open ms, alpha, penalty ms, lease ms, key ttl ms, owner, then events as triples
- *       (kind, total ms|'', ttft ms|'').
+ *       (kind, total ms or for `s` the run's count|'', ttft ms|'').
  * Returns: state (0 closed, 1 open, 2 half-open), remaining ms, open ms, ok, fail, probe (0 none,
  *          1 mine, 2 other), total, ttft ('' when unknown), samples, age ms (-1 when none).
  */
@@ -185,11 +185,11 @@ local function close()
   leaseOwner = false
   dirty = true
 end
-local function bump(i)
+local function bump(i, by)
   local n = math.floor(now / width)
   buckets[n] = buckets[n] or {0, 0}
-  buckets[n][i] = buckets[n][i] + 1
-  redis.call('HINCRBY', H, (i == 1 and 'o:' or 'f:') .. n, 1)
+  buckets[n][i] = buckets[n][i] + by
+  redis.call('HINCRBY', H, (i == 1 and 'o:' or 'f:') .. n, by)
 end
 local function ewma(v, x)
   if v == nil then return x end
@@ -199,10 +199,10 @@ local function halfOpen() return until_ > 0 and now >= until_ end
 for i = 12, #ARGV, 3 do
   local k = ARGV[i]
   if k == 's' then
-    if until_ == 0 then bump(1); cons = 0; dirty = true end
+    if until_ == 0 then bump(1, tonumber(ARGV[i + 1]) or 1); cons = 0; dirty = true end
   elseif k == 'f' then
     if until_ == 0 then
-      bump(2); cons = cons + 1; dirty = true
+      bump(2, 1); cons = cons + 1; dirty = true
       if consec > 0 and cons >= consec then
         open(open0)
       else

@@ -350,6 +350,7 @@ export class RedisStore implements StateStore {
           const args: Array<string | number> = [...head, op.owner];
           for (const e of op.events) {
             if (e.k === 'l') args.push('l', e.total, e.ttft ?? '');
+            else if (e.k === 's') args.push('s', e.n ?? 1, '');
             else args.push(e.k, '', '');
           }
           const base = `${this.opts.keyPrefix}{h:${op.target}}`;

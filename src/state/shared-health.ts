@@ -34,12 +34,14 @@ export interface HealthSettings {
 }
 
 /**
- * What a replica reports, in order: `s`/`f` an outcome while closed; `l` a success's latency;
+ * What a replica reports, in order: `s`/`f` an outcome while closed (`s` with `n`: a run of n
+ * successes); `l` a success's latency;
  * `p` a failure's latency penalty; `A` take the probe lease, `R` renew it, `X` give it back unused;
  * `S`/`F`/`N` the outcome of this replica's probe (success, failure, neutral).
  */
 export type HealthEvent =
-  | { k: 's' | 'f' | 'p' | 'A' | 'R' | 'X' | 'S' | 'F' | 'N' }
+  | { k: 's'; n?: number | undefined }
+  | { k: 'f' | 'p' | 'A' | 'R' | 'X' | 'S' | 'F' | 'N' }
   | { k: 'l'; total: number; ttft?: number | undefined };
 
 export interface HealthOp {
@@ -154,7 +156,7 @@ export class SharedHealthTable {
       switch (ev.k) {
         case 's':
           if (e.until !== 0) break;
-          bucket()[0]++;
+          bucket()[0] += ev.n ?? 1;
           e.consecutive = 0;
           break;
         case 'f': {
