@@ -19,6 +19,8 @@ declare module 'autocannon' {
       timeout?: number;
       /** stop after this many errors */
       bailout?: number;
+      /** every `[<id>]` in `body` becomes a fresh random id in each request */
+      idReplacement?: boolean;
     }
 
     /** hdr histogram summary; latency values are whole milliseconds (use the 'response' event for finer ones). */

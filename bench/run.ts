@@ -11,6 +11,7 @@
  *   npm run bench -- --ab <git rev> [--ab-starts 4] [--ab-rounds 4] [--only chat-c64,stream-c64]   CPU per response, this checkout vs that revision (bench/ab.ts)
  *   npm run bench -- --tracing [--ab-starts 4] [--ab-rounds 4] [--only chat-c64,stream-c64]   CPU per response with tracing off / on / sampled (bench/tracing.ts)
  *   npm run bench -- --shared-health [--ab-starts 4] [--ab-rounds 4]   CPU per response with routing.shared_health off / on, workers and Redis (bench/shared-health.ts)
+ *   npm run bench -- --coalesce [--ab-starts 4] [--ab-rounds 4] [--coalesce-against <rev>]   a cache miss with cache.coalesce off / on, workers and Redis (bench/coalesce.ts)
  *
  * Processes: the mock upstream (bench/mock-upstream.ts), the floor (bench/floor-proxy.ts) and two
  * Switchyards (src/main.ts with a generated config: default features, and the same with the
@@ -35,6 +36,7 @@ import { pathScenario } from './path.ts';
 import { perfScenarios } from './perf.ts';
 import { profileScenarios } from './profile.ts';
 import { sharedHealthScenario } from './shared-health.ts';
+import { coalesceScenario } from './coalesce.ts';
 import { tracingScenario } from './tracing.ts';
 import { workersScenario } from './workers.ts';
 import { render, type LongRow, type ProbeRow, type Report, type Row, type TargetName } from './report.ts';
@@ -60,6 +62,8 @@ const { values: a } = parseArgs({
     'ab-rounds': { type: 'string', default: '4' },
     tracing: { type: 'boolean', default: false },
     'shared-health': { type: 'boolean', default: false },
+    coalesce: { type: 'boolean', default: false },
+    'coalesce-against': { type: 'string' },
     'profile-interval': { type: 'string', default: '250' },
     'no-docs': { type: 'boolean', default: false },
     workers: { type: 'string' },
@@ -203,7 +207,7 @@ async function main(): Promise<void> {
   }
   const procs: Proc[] = [];
   const core = (c: string): string | undefined => (pin.enabled ? c : undefined);
-  const compiled = !a.tsx || a.profile || a.perf || a.path || a.ab !== undefined || a.tracing || a['shared-health'];
+  const compiled = !a.tsx || a.profile || a.perf || a.path || a.ab !== undefined || a.tracing || a['shared-health'] || a.coalesce;
   if (compiled) say('compiling src/ and bench/ with tsc…');
   const cmd = compiled ? compiledCommands(root) : tsxCommands(root);
   say(`processes run from ${cmd.note}`);
@@ -239,6 +243,14 @@ async function main(): Promise<void> {
     }
     if (a['shared-health']) {
       const md = await sharedHealthScenario({ results, mock, pin, commands: cmd, starts: Math.max(1, Number(a['ab-starts'])), rounds: Math.max(1, Number(a['ab-rounds'])), say });
+      process.stdout.write(`${md}\n`);
+      return;
+    }
+    if (a.coalesce) {
+      const rev = a['coalesce-against'];
+      if (rev !== undefined) say(`compiling ${rev}'s src/ with tsc…`);
+      const against = rev === undefined ? undefined : { name: rev, gateway: revisionGateway(root, rev) };
+      const md = await coalesceScenario({ results, mock, pin, commands: cmd, starts: Math.max(1, Number(a['ab-starts'])), rounds: Math.max(1, Number(a['ab-rounds'])), against, say });
       process.stdout.write(`${md}\n`);
       return;
     }

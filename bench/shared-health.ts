@@ -37,7 +37,7 @@ function family(pid: number): number[] {
   return [pid, ...kids];
 }
 
-const familyCpuMs = (pid: number): number => family(pid).reduce((sum, p) => sum + cpuMs(p), 0);
+export const familyCpuMs = (pid: number): number => family(pid).reduce((sum, p) => sum + cpuMs(p), 0);
 
 export interface Variant {
   id: string;
@@ -62,7 +62,7 @@ export interface Redis {
   url: string;
 }
 
-const hasRedis = (): boolean => spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status === 0;
+export const hasRedis = (): boolean => spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status === 0;
 
 async function redisAnswers(port: number): Promise<boolean> {
   return new Promise((resolve) => {
