@@ -8,6 +8,8 @@
  *     makes its own call and gets an answer; the leader's stream is cut mid-way → the follower's
  *     stream ends with the same error event as the leader's, never hangs; the leader's own client
  *     leaves mid-stream → the upstream call goes on for the follower, who gets all of it;
+ *   - a cache miss (Redis pair) costs one Redis command before its upstream call (the cache lookup
+ *     and the claim together) and one after it (the answer published and cached, the claim let go);
  *   - a stream longer than cache.max_entry_bytes (Redis pair): the attached follower still gets all
  *     of it, byte for byte; a request arriving after the bound makes its own call.
  * In CI (CI set) a missing redis-server is a failure, never a skip.
@@ -19,6 +21,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
 import { startFakeOpenAI, type FakeUpstream } from './support/fake-openai-upstream.ts';
 import { startGatewayProcess, type GatewayProcess } from './support/gateway-process.ts';
 import { RedisServer, redisSkip, until } from './support/redis-server.ts';
@@ -275,6 +278,39 @@ describe('coalescing across replicas (two gateways on one Redis)', { skip: redis
     assert.ok(r2.body.endsWith('data: [DONE]\n\n'));
     assert.equal(up.clientAborts, 0, 'the upstream call was not cut');
     assert.equal(callsWith(up, 'leader leaves'), 1);
+  });
+
+  it('a cache miss is one Redis command before its upstream call, and one after it; the next is a hit', async () => {
+    up.reset();
+    up.onModel('slow', { kind: 'reply', content: 'counted', delayMs: 300 });
+    const url = (a as GatewayProcess).url;
+    // loads the scripts (a server that lacks one is sent its text once)
+    assert.equal((await post(url, ask('round trips: warm-up'))).status, 200);
+    const c = new Redis((redis as RedisServer).url);
+    const claims = async (): Promise<number> => (await c.keys(`sy-coalesce-${process.pid}:{f:*}:claim`)).length;
+    await until('the warm-up flight let its claim go', async () => (await claims()) === 0);
+    // the commands clients send, as Redis receives them (not those its scripts run; not this test's)
+    const sent: string[] = [];
+    const monitor = await c.monitor();
+    monitor.on('monitor', (_time: string, args: string[], source: string) => {
+      const name = String(args[0]).toLowerCase();
+      if (source !== 'lua' && name !== 'keys') sent.push(name);
+    });
+    try {
+      const reply = post(url, ask('round trips: counted'));
+      await until('the request reached the upstream', () => callsWith(up, 'round trips: counted') === 1);
+      assert.deepEqual(sent, ['evalsha'], 'the cache lookup and the claim, together');
+      assert.equal((await reply).status, 200);
+      await until('the claim is let go', async () => (await claims()) === 0);
+      assert.deepEqual(sent, ['evalsha', 'evalsha'], 'then the answer published, cached and the claim let go, together');
+      const again = await post(url, ask('round trips: counted'));
+      assert.equal(again.headers['x-switchyard-cache'], 'hit');
+      assert.equal(again.headers['x-switchyard-coalesced'], undefined);
+      assert.equal(callsWith(up, 'round trips: counted'), 1);
+    } finally {
+      monitor.disconnect();
+      c.disconnect();
+    }
   });
 
   describe('a stream longer than cache.max_entry_bytes', () => {

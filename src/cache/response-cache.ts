@@ -63,9 +63,9 @@ export class ResponseCache {
     return JSON.stringify({ kind: 'json', at: this.now(), backend: meta.backend, model: meta.model, body });
   }
 
-  /** Stores an entry's text (jsonText's). */
-  putText(key: string, text: string): void {
-    this.write(key, text);
+  /** Stores an entry's text (jsonText's); with `via`, the write is `via`'s (told the TTL), not the store's. */
+  putText(key: string, text: string, via?: (ttlMs: number) => void): void {
+    this.write(key, text, via);
   }
 
   /** Stores a stream from its chunks, each already serialised. */
@@ -74,13 +74,14 @@ export class ResponseCache {
     this.write(key, `${head.slice(0, -1)},"chunks":[${chunks.join(',')}]}`);
   }
 
-  private write(key: string, value: string): void {
+  private write(key: string, value: string, via?: (ttlMs: number) => void): void {
     if (value.length > this.cfg.max_entry_bytes) {
       this.stats.too_large++;
       return;
     }
     this.stats.stored++;
-    void this.store.cacheSet(key, value, this.cfg.ttl_seconds * 1000).catch(() => {});
+    if (via) via(this.cfg.ttl_seconds * 1000);
+    else void this.store.cacheSet(key, value, this.cfg.ttl_seconds * 1000).catch(() => {});
   }
 
   /** Whole seconds since the entry was stored (the `age` header). */

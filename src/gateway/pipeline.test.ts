@@ -491,6 +491,8 @@ describe('coalescing across processes', () => {
     const signal = new ClientAbort();
     const follower = failure(p.two.once(p.two.job({ signal })));
     signal.abort(new Error('client left'));
+    // the follower claims while the leader's call is still held
+    await turn();
     p.open();
     assert.equal((await leader).served?.headers['x-switchyard-cache'], 'miss');
     assert.equal((await follower).code, 'client_closed_request');

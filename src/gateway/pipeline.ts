@@ -6,6 +6,7 @@
  * Coalescing joins a flight of this process first; when the store is shared by several processes
  * (workers, replicas on Redis) it then claims the key in the store, following another process's
  * flight (as a local follower would) or leading one that it publishes (state/shared-flights.ts).
+ * The claim is made with the cache lookup, in one store operation, when no local flight has the key.
  *
  * A cache hit costs nothing against tokens and budget (it still counts as a request against rpm).
  * Everything else reserves its estimated tokens, takes a concurrency lease and checks the budget
@@ -26,6 +27,7 @@ import { encodingFor } from '../limits/tokens.ts';
 import type { ResolvedTarget, Routed, Router } from '../router/router.ts';
 import { ended, eventUsage, pump, replay, replayEvents, shapeUsage } from './pipeline-streams.ts';
 import type { ChunkPart, EventPart, StreamPart } from '../protocol/stream-part.ts';
+import type { Claim, Lookup } from '../state/shared-flights.ts';
 
 export type { Answer, CacheControl, CacheStatus, Chunk, Job, JobInfo, Served, PipelineServices, StreamResult, Usage } from './types.ts';
 import type { Answer, CacheStatus, Chunk, Job, Served, PipelineServices, StreamResult, Usage } from './types.ts';
@@ -39,6 +41,12 @@ interface Prep {
   targets: ResolvedTarget[];
   decision: CacheDecision | undefined;
   key: string | undefined;
+}
+
+/** A claim taken with the cache lookup but not used: let go (its remote followers make their own call). */
+function letGo(pre: Lookup | null | undefined): void {
+  pre?.lead?.close();
+  pre?.follow?.close();
 }
 
 function withHeaders(err: unknown, headers: Record<string, string> | undefined): unknown {
@@ -133,6 +141,24 @@ export class Pipeline {
     return s.limiter.admit(p, upstream ? await this.estimate(job, prep, s) : 0, upstream);
   }
 
+  /**
+   * The cache lookup and, on a miss, the shared claim in one store operation, when no flight of
+   * this process has the key (then the cache alone is looked up: a miss joins that flight).
+   */
+  private async lookup(s: PipelineServices, key: string): Promise<Lookup | null | undefined> {
+    const shared = s.flights.shared;
+    if (!shared || !s.cache || s.flights.find(key)) return undefined;
+    return shared.lookup(key, s.cache.cfg.max_entry_bytes);
+  }
+
+  /** The claim the lookup made, else one made now (none when the lookup found the store unreachable). */
+  private async claim(s: PipelineServices, key: string, pre: Lookup | null | undefined): Promise<Claim | undefined> {
+    if (pre === null) return undefined;
+    if (pre?.lead) return { lead: pre.lead };
+    if (pre?.follow) return { follow: pre.follow };
+    return s.flights.shared?.claim(key, s.cache?.cfg.max_entry_bytes ?? 0);
+  }
+
   private hitTarget(prep: Prep, e: Pick<Entry, 'backend' | 'model'>): ResolvedTarget | undefined {
     const t = prep.targets.find((x) => x.backend === e.backend && x.model === e.model) ?? prep.targets[0];
     return t ? free(t) : undefined;
@@ -175,8 +201,10 @@ export class Pipeline {
     const s = this.s;
     const prep = this.prepare(job, false, s);
     const { key } = prep;
+    let pre: Lookup | null | undefined;
     if (s.cache && key !== undefined && prep.decision?.use && prep.decision.read) {
-      const hit = await s.cache.get(key);
+      pre = await this.lookup(s, key);
+      const hit = pre?.entry !== undefined ? s.cache.parse(pre.entry) : pre ? undefined : await s.cache.get(key);
       const target = hit?.kind === 'json' ? this.hitTarget(prep, hit) : undefined;
       if (hit?.kind === 'json' && target) {
         const adm = await this.admit(job, prep, s, false);
@@ -184,7 +212,10 @@ export class Pipeline {
         return { result: hit.body as T, target, attempts: 0, upstreamMs: 0, served: this.served(adm, 'hit', { age: String(s.cache.age(hit)) }) };
       }
     }
-    const adm = await this.admit(job, prep, s, true);
+    const adm = await this.admit(job, prep, s, true).catch((err: unknown) => {
+      letGo(pre);
+      throw err;
+    });
     try {
       if (!s.cache || key === undefined) {
         const status = this.status(s, prep);
@@ -194,6 +225,7 @@ export class Pipeline {
       }
       const joined = s.flights.find<Routed<T>>(key);
       if (joined) {
+        letGo(pre);
         const leave = joined.join(job.info.signal);
         try {
           const r = await joined.result;
@@ -205,7 +237,7 @@ export class Pipeline {
         }
       }
       // another process's flight (shared store): its answer, or this request calls by itself
-      const claim = await s.flights.shared?.claim(key, s.cache.cfg.max_entry_bytes);
+      const claim = await this.claim(s, key, pre);
       const text = await claim?.follow?.json(job.info.signal);
       const entry = text === undefined ? undefined : s.cache.parse(text);
       const hitTarget = entry?.kind === 'json' ? this.hitTarget(prep, entry) : undefined;
@@ -221,8 +253,10 @@ export class Pipeline {
         const r = await f.result;
         adm?.settle(usageOf(r.result) ?? undefined, r.target.target.price);
         const stored = s.cache.jsonText({ backend: r.target.backend, model: r.target.model }, r.result);
-        s.cache.putText(key, stored);
-        lead?.json(stored);
+        // a store that sees the cache keeps the entry with the answer's publication, in one operation
+        let cacheMs: number | undefined;
+        s.cache.putText(key, stored, lead?.storesAnswers ? (ms) => void (cacheMs = ms) : undefined);
+        lead?.json(stored, cacheMs);
         return withServed(r, this.served(adm, status));
       } catch (err) {
         lead?.fail(err);
@@ -274,8 +308,10 @@ export class Pipeline {
     const prep = this.prepare(job, true, s);
     const { key } = prep;
     const signal = job.info.signal;
+    let pre: Lookup | null | undefined;
     if (s.cache && key !== undefined && prep.decision?.use && prep.decision.read) {
-      const hit = await s.cache.get(key);
+      pre = await this.lookup(s, key);
+      const hit = pre?.entry !== undefined ? s.cache.parse(pre.entry) : pre ? undefined : await s.cache.get(key);
       const target = hit?.kind === 'stream' ? this.hitTarget(prep, hit) : undefined;
       if (hit?.kind === 'stream' && target) {
         const adm = await this.admit(job, prep, s, false);
@@ -284,7 +320,10 @@ export class Pipeline {
         return { result: kind.read(kind.replay(hit.chunks), sink), usage: sink, target, attempts: 0, upstreamMs: 0, served };
       }
     }
-    const adm = await this.admit(job, prep, s, true);
+    const adm = await this.admit(job, prep, s, true).catch((err: unknown) => {
+      letGo(pre);
+      throw err;
+    });
     try {
       if (!s.cache || key === undefined) {
         const status = this.status(s, prep);
@@ -303,6 +342,7 @@ export class Pipeline {
       const joined = s.flights.find<Routed<AsyncIterable<P>>>(key);
       const tap = joined?.tap;
       if (joined && tap) {
+        letGo(pre);
         const leave = joined.join(signal);
         let r: Routed<AsyncIterable<P>>;
         try {
@@ -319,7 +359,7 @@ export class Pipeline {
         return { ...r, target: free(r.target), attempts: 0, upstreamMs: 0, result, usage: sink, served };
       }
       // another process's flight (shared store): its log replayed then followed, or this request calls by itself
-      const claim = await s.flights.shared?.claim(key, s.cache.cfg.max_entry_bytes);
+      const claim = await this.claim(s, key, pre);
       const remote = claim?.follow;
       const rtap = remote ? new StreamTap() : undefined;
       const head = rtap && (await remote?.stream(signal, rtap));

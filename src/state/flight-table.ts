@@ -3,9 +3,11 @@
  * workers (they reach it over IPC, state/ipc.ts). Claims and flights' liveness expire by the clock
  * as Redis keys do; a read waits (long poll) until an entry arrives, the flight ends or `waitMs`
  * passes. Logs of leaders that went away are dropped once their TTL has passed without an append or
- * refresh.
+ * refresh. Expired claims and logs are read as absent at once and swept out at most once per
+ * SWEEP_MS: a finished flight's log lingers, so a sweep on every claim would walk every flight of
+ * the last LINGER_MS.
  */
-import type { FlightDriver, FlightEntry, FlightRead } from './shared-flights.ts';
+import type { AppendOptions, FlightDriver, FlightEntry, FlightRead } from './shared-flights.ts';
 
 interface Log {
   entries: FlightEntry[];
@@ -17,9 +19,12 @@ interface Log {
   waiters: Array<() => void>;
 }
 
+const SWEEP_MS = 1000;
+
 export class FlightTable implements FlightDriver {
   private readonly claims = new Map<string, { id: string; until: number }>();
   private readonly logs = new Map<string, Log>();
+  private nextSweep = 0;
 
   constructor(private readonly now: () => number = Date.now) {}
 
@@ -33,8 +38,10 @@ export class FlightTable implements FlightDriver {
     return l !== undefined && l.live > this.now();
   }
 
-  private sweep(): void {
+  private sweep(force = false): void {
     const now = this.now();
+    if (!force && now < this.nextSweep) return;
+    this.nextSweep = now + SWEEP_MS;
     for (const [k, c] of this.claims) if (c.until <= now) this.claims.delete(k);
     for (const [k, l] of this.logs) {
       if (l.until > now) continue;
@@ -46,7 +53,7 @@ export class FlightTable implements FlightDriver {
   async claim(key: string, id: string, ttlMs: number): Promise<string> {
     this.sweep();
     const c = this.claims.get(key);
-    if (c) return c.id;
+    if (c && c.until > this.now()) return c.id;
     const until = this.now() + ttlMs;
     this.claims.set(key, { id, until });
     this.logs.set(`${key}\n${id}`, { entries: [], followers: new Set(), live: until, until, waiters: [] });
@@ -63,12 +70,15 @@ export class FlightTable implements FlightDriver {
     return l.followers.size;
   }
 
-  async append(key: string, id: string, entries: FlightEntry[], ttlMs: number): Promise<void> {
+  /** Keeps no cache (the primary's store does, ipc.ts): `o.cacheMs` is the caller's to honour. */
+  async append(key: string, id: string, entries: FlightEntry[], ttlMs: number, o?: AppendOptions): Promise<void> {
     const l = this.log(key, id);
-    if (!l) return;
-    for (const e of entries) l.entries.push(e);
-    l.until = Math.max(l.until, this.now() + ttlMs);
-    wake(l);
+    if (l) {
+      for (const e of entries) l.entries.push(e);
+      l.until = Math.max(l.until, this.now() + ttlMs);
+      wake(l);
+    }
+    if (o?.endLingerMs !== undefined) await this.release(key, id, o.endLingerMs);
   }
 
   async unclaim(key: string, id: string): Promise<void> {
@@ -111,7 +121,7 @@ export class FlightTable implements FlightDriver {
 
   /** Flights whose logs are held now (for tests and /status). */
   get size(): number {
-    this.sweep();
+    this.sweep(true);
     return this.logs.size;
   }
 

@@ -8,7 +8,7 @@
  */
 import type { FlightTable } from './flight-table.ts';
 import type { MemoryStore } from './memory.ts';
-import { SharedFlights, type FlightDriver, type FlightEntry, type FlightRead } from './shared-flights.ts';
+import { SharedFlights, type AppendOptions, type FlightDriver, type FlightEntry, type FlightLookup, type FlightRead } from './shared-flights.ts';
 import type { HealthOp, HealthSettings, HealthView } from './shared-health.ts';
 import type { AdmitRequest, AdmitResult, StateStore, StoreStatus, Ticket } from './store.ts';
 
@@ -30,8 +30,9 @@ export type StateOp =
 /** One shared-flight operation (shared-flights.ts), run on the primary's FlightTable. */
 export type FlightOp =
   | { m: 'claim'; key: string; id: string; ttlMs: number }
+  | { m: 'lookup'; key: string; id: string; ttlMs: number }
   | { m: 'refresh'; key: string; id: string; ttlMs: number }
-  | { m: 'append'; key: string; id: string; entries: FlightEntry[]; ttlMs: number }
+  | { m: 'append'; key: string; id: string; entries: FlightEntry[]; ttlMs: number; o?: AppendOptions | undefined }
   | { m: 'unclaim'; key: string; id: string }
   | { m: 'release'; key: string; id: string; lingerMs: number }
   | { m: 'attach'; key: string; id: string; follower: string; ttlMs: number }
@@ -50,14 +51,23 @@ export async function serveStateOp(store: MemoryStore, o: StateOp, flights?: Fli
   return { value, entries: store.cacheEntries() };
 }
 
-function runFlight(t: FlightTable, f: FlightOp): Promise<unknown> {
+/** The cached entry under `key` (the store's), else the claim: one operation for both. */
+async function lookup(store: MemoryStore, t: FlightTable, key: string, id: string, ttlMs: number): Promise<FlightLookup> {
+  const entry = await store.cacheGet(key);
+  return entry !== undefined ? { entry } : { holder: await t.claim(key, id, ttlMs) };
+}
+
+function runFlight(store: MemoryStore, t: FlightTable, f: FlightOp): Promise<unknown> {
   switch (f.m) {
     case 'claim':
       return t.claim(f.key, f.id, f.ttlMs);
+    case 'lookup':
+      return lookup(store, t, f.key, f.id, f.ttlMs);
     case 'refresh':
       return t.refresh(f.key, f.id, f.ttlMs);
     case 'append':
-      return t.append(f.key, f.id, f.entries, f.ttlMs);
+      if (f.o?.cacheMs !== undefined) for (const e of f.entries) if (e.k === 'j') void store.cacheSet(f.key, e.v, f.o.cacheMs);
+      return t.append(f.key, f.id, f.entries, f.ttlMs, f.o);
     case 'unclaim':
       return t.unclaim(f.key, f.id);
     case 'release':
@@ -79,7 +89,7 @@ function run(store: MemoryStore, o: StateOp, flights: FlightTable | undefined): 
   switch (o.op) {
     case 'flight':
       if (!flights) throw new Error('no shared flights here');
-      return runFlight(flights, o.f);
+      return runFlight(store, flights, o.f);
     case 'admit':
       return store.admitSync(o.r);
     case 'settle':
@@ -121,7 +131,8 @@ export class IpcStore implements StateStore {
     const driver: FlightDriver = {
       claim: async (key, id, ttlMs) => (await f({ m: 'claim', key, id, ttlMs })) as string,
       refresh: async (key, id, ttlMs) => (await f({ m: 'refresh', key, id, ttlMs })) as number,
-      append: async (key, id, entries, ttlMs) => void (await f({ m: 'append', key, id, entries, ttlMs })),
+      lookup: async (key, id, ttlMs) => (await f({ m: 'lookup', key, id, ttlMs })) as FlightLookup,
+      append: async (key, id, entries, ttlMs, o) => void (await f({ m: 'append', key, id, entries, ttlMs, o })),
       unclaim: async (key, id) => void (await f({ m: 'unclaim', key, id })),
       release: async (key, id, lingerMs) => void (await f({ m: 'release', key, id, lingerMs })),
       attach: async (key, id, follower, ttlMs) => void (await f({ m: 'attach', key, id, follower, ttlMs })),

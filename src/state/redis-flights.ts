@@ -8,12 +8,26 @@
  * The log and the follower set expire LINGER after the flight ends, or a TTL after its last append
  * or refresh when its leader died. Followers wait with XREAD BLOCK on connections of their own (a
  * blocked connection serves nothing else); idle ones are kept for the next follower.
+ * A cache lookup and its claim are one script (LOOKUP), and so are a JSON answer's publication, its
+ * cache entry and the release (APPEND): those two also touch the store's cache entry key, outside
+ * the hash tag (one Redis server, not a cluster).
  * The scripts run by SHA (EVALSHA); a server that lost them (NOSCRIPT: restarted, flushed) gets
  * the text once more (EVAL), which loads it again.
  */
 import type { Redis } from 'ioredis';
 import { script, type Script } from './redis-scripts.ts';
-import { LINGER_MS, READ_WAIT_MS, SharedFlights, type FlightDriver, type FlightEntry, type FlightEntryKind, type FlightRead } from './shared-flights.ts';
+import { LINGER_MS, READ_WAIT_MS, SharedFlights, type AppendOptions, type FlightDriver, type FlightEntry, type FlightEntryKind, type FlightLookup, type FlightRead } from './shared-flights.ts';
+
+/** The Redis key of a cached entry (the store's cacheGet / cacheSet). */
+export const cacheEntryKey = (prefix: string, key: string): string => `${prefix}c:${key}`;
+
+/** How the store judges Redis: lookups stand in for its cache reads, so they count as they do. */
+export interface RedisGate {
+  /** whether to send the next command (false: the store serves from its fallback) */
+  usable(): boolean;
+  ok(): void;
+  failed(err: Error): void;
+}
 
 /** KEYS: claim, live. ARGV: id, ttl ms. */
 const CLAIM = script(`local cur = redis.call('GET', KEYS[1])
@@ -21,6 +35,32 @@ if cur then return cur end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
 return ARGV[1]`);
+/** KEYS: cache entry, claim, live. ARGV: id, ttl ms. {1, entry} on a hit, else {0, the claim's holder}. */
+const LOOKUP = script(`local e = redis.call('GET', KEYS[1])
+if e then return {1, e} end
+local cur = redis.call('GET', KEYS[2])
+if cur then return {0, cur} end
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+redis.call('SET', KEYS[3], '1', 'PX', ARGV[2])
+return {0, ARGV[1]}`);
+/**
+ * KEYS: claim, log, fol, live, cache entry. ARGV: id, log ttl ms, linger ms (0: the flight goes
+ * on), cache ms (0: not cached here), then each entry's kind and value. A `j` entry is also the
+ * cache entry when a cache ms is given; with a linger the flight then ends as RELEASE ends it.
+ */
+const APPEND = script(`for i = 5, #ARGV, 2 do
+  redis.call('XADD', KEYS[2], '*', 'k', ARGV[i], 'v', ARGV[i + 1])
+  if ARGV[i] == 'j' and ARGV[4] ~= '0' then redis.call('SET', KEYS[5], ARGV[i + 1], 'PX', ARGV[4]) end
+end
+if ARGV[3] == '0' then
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  return 1
+end
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+redis.call('DEL', KEYS[4])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+redis.call('PEXPIRE', KEYS[3], ARGV[3])
+return 1`);
 /** KEYS: claim, log, fol, live. ARGV: id, ttl ms, log ttl ms. */
 const REFRESH = script(`if redis.call('PEXPIRE', KEYS[4], ARGV[2]) == 0 then return -1 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
@@ -55,6 +95,7 @@ export class RedisFlights implements FlightDriver {
     private readonly prefix: string,
     /** the store's command timeout: a blocked read may take this much longer than its wait */
     private readonly commandTimeoutMs: number,
+    private readonly gate?: RedisGate,
   ) {}
 
   private async run(s: Script, keys: string[], args: Array<string | number>): Promise<unknown> {
@@ -77,18 +118,28 @@ export class RedisFlights implements FlightDriver {
     return String(await this.run(CLAIM, [claim, live], [id, ttlMs]));
   }
 
+  async lookup(key: string, id: string, ttlMs: number): Promise<FlightLookup> {
+    if (this.redis.status !== 'ready' || this.gate?.usable() === false) throw new Error('redis is not available');
+    const [claim, , , live] = this.keys(key, id);
+    let r: [number, string];
+    try {
+      r = (await this.run(LOOKUP, [cacheEntryKey(this.prefix, key), claim, live], [id, ttlMs])) as [number, string];
+    } catch (err) {
+      this.gate?.failed(err as Error);
+      throw err;
+    }
+    this.gate?.ok();
+    return r[0] === 1 ? { entry: String(r[1]) } : { holder: String(r[1]) };
+  }
+
   async refresh(key: string, id: string, ttlMs: number): Promise<number> {
     return Number(await this.run(REFRESH, this.keys(key, id), [id, ttlMs, ttlMs + LINGER_MS]));
   }
 
-  async append(key: string, id: string, entries: FlightEntry[], ttlMs: number): Promise<void> {
-    const [, log] = this.keys(key, id);
-    const p = this.redis.pipeline();
-    for (const e of entries) p.xadd(log, '*', 'k', e.k, 'v', e.v);
-    p.pexpire(log, ttlMs);
-    const res = await p.exec();
-    const err = res?.find(([e]) => e !== null)?.[0];
-    if (err) throw err;
+  async append(key: string, id: string, entries: FlightEntry[], ttlMs: number, o?: AppendOptions): Promise<void> {
+    const args: Array<string | number> = [id, ttlMs, o?.endLingerMs ?? 0, o?.cacheMs === undefined ? 0 : Math.max(1, Math.round(o.cacheMs))];
+    for (const e of entries) args.push(e.k, e.v);
+    await this.run(APPEND, [...this.keys(key, id), cacheEntryKey(this.prefix, key)], args);
   }
 
   async unclaim(key: string, id: string): Promise<void> {
@@ -168,6 +219,6 @@ function parse(reply: StreamReply, from: string): FlightRead {
 }
 
 /** The shared flights of a Redis store on its client (`prefix`: state.key_prefix). */
-export function redisFlights(redis: Redis, prefix: string, commandTimeoutMs: number): SharedFlights {
-  return new SharedFlights(new RedisFlights(redis, prefix, commandTimeoutMs));
+export function redisFlights(redis: Redis, prefix: string, commandTimeoutMs: number, gate?: RedisGate): SharedFlights {
+  return new SharedFlights(new RedisFlights(redis, prefix, commandTimeoutMs, gate));
 }

@@ -19,7 +19,7 @@ import type { Redis } from 'ioredis';
 import { GatewayError } from '../errors/gateway-error.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { MemoryStore } from './memory.ts';
-import { redisFlights } from './redis-flights.ts';
+import { cacheEntryKey, redisFlights } from './redis-flights.ts';
 import { ADMIT_S, HEALTH_S, REFRESH_S, SETTLE_S, type Script } from './redis-scripts.ts';
 import type { SharedFlights } from './shared-flights.ts';
 import type { HealthOp, HealthSettings, HealthView, SharedBreakerState } from './shared-health.ts';
@@ -94,7 +94,7 @@ export class RedisStore implements StateStore {
       if (was === 'connecting') opts.logger.info('state store connected', { store: 'redis', url: safeUrl(opts.url) });
       else opts.logger.warn('state store recovered', { store: 'redis', url: safeUrl(opts.url) });
     });
-    this.flights = redisFlights(this.redis, opts.keyPrefix, opts.commandTimeoutMs);
+    this.flights = redisFlights(this.redis, opts.keyPrefix, opts.commandTimeoutMs, { usable: () => this.available(), ok: () => this.ok(), failed: (err) => this.down(err) });
     this.redis.on('error', (err: Error) => this.down(err));
     this.redis.on('close', () => {
       if (!this.closed) this.down(new Error('connection closed'));
@@ -255,7 +255,7 @@ export class RedisStore implements StateStore {
   async cacheGet(key: string): Promise<string | undefined> {
     if (!this.available()) return this.opts.onUnavailable === 'open' ? this.local.cacheGet(key) : undefined;
     try {
-      const v = await this.redis.get(`${this.opts.keyPrefix}c:${key}`);
+      const v = await this.redis.get(cacheEntryKey(this.opts.keyPrefix, key));
       this.ok();
       return v ?? undefined;
     } catch (err) {
@@ -270,7 +270,7 @@ export class RedisStore implements StateStore {
       return;
     }
     try {
-      await this.redis.set(`${this.opts.keyPrefix}c:${key}`, value, 'PX', Math.max(1, Math.round(ttlMs)));
+      await this.redis.set(cacheEntryKey(this.opts.keyPrefix, key), value, 'PX', Math.max(1, Math.round(ttlMs)));
     } catch (err) {
       this.down(err as Error);
     }

@@ -24,6 +24,11 @@
  * refresh a full refresh interval after the claim went finds none attached, the leader publishes
  * `x` and stops (a follower attaching that late gets the error, never a cut answer). A JSON answer
  * past the bound is published as `x` (followers make their own call).
+ *
+ * Round trips: a cache miss looks the cache up and claims in one operation (`lookup`, on drivers
+ * that see the cache); the leader's entries are written once per event-loop turn, so a JSON
+ * answer, its cache entry and the release are one operation too, and a stream's head goes with the
+ * parts read in its turn.
  */
 import { GatewayError } from '../errors/gateway-error.ts';
 import { ERRORS, type ErrorCode } from '../errors/codes.ts';
@@ -34,6 +39,14 @@ export interface FlightEntry {
   k: FlightEntryKind;
   v: string;
 }
+
+export interface AppendOptions {
+  endLingerMs?: number | undefined;
+  cacheMs?: number | undefined;
+}
+
+/** A driver's lookup: the cached entry's text, or the id of the flight holding the claim. */
+export type FlightLookup = { entry: string; holder?: undefined } | { holder: string; entry?: undefined };
 
 export interface FlightRead {
   entries: FlightEntry[];
@@ -47,9 +60,20 @@ export interface FlightRead {
 export interface FlightDriver {
   /** Claims `key` for flight `id` (live from now) unless a claim exists; the id of the flight holding it. */
   claim(key: string, id: string, ttlMs: number): Promise<string>;
+  /**
+   * The store's cached entry under `key` (a flight's key is its cache key) or, when there is none,
+   * `claim`'s answer: a cache lookup and its claim in one store operation. Only drivers that see
+   * the cache have it; they also store a JSON answer as the cache entry when `append` is told to.
+   */
+  lookup?(key: string, id: string, ttlMs: number): Promise<FlightLookup>;
   /** Keeps the flight live (and its claim while it is `id`'s); the attached followers, or -1 when it is not live. */
   refresh(key: string, id: string, ttlMs: number): Promise<number>;
-  append(key: string, id: string, entries: FlightEntry[], ttlMs: number): Promise<void>;
+  /**
+   * Appends `entries`; with `o.cacheMs` (drivers with `lookup`), a `j` entry among them is also
+   * stored as `key`'s cache entry for that long; with `o.endLingerMs`, then ends the flight as
+   * `release` does. All in one store operation.
+   */
+  append(key: string, id: string, entries: FlightEntry[], ttlMs: number, o?: AppendOptions): Promise<void>;
   /** Lets the claim go (if still `id`'s): no new followers; the flight stays live for the attached ones. */
   unclaim(key: string, id: string): Promise<void>;
   /** Ends the flight and lets the claim go (if still `id`'s); the log stays readable for `lingerMs`. */
@@ -83,6 +107,8 @@ const failure = (code: string, message: string): FlightEntry => ({ k: 'x', v: JS
 const LOST = failure('upstream_connection_lost', 'The shared upstream call ended without its end: the gateway process serving it went away.');
 
 export type Claim = { lead: FlightLead; follow?: undefined } | { follow: FlightFollow; lead?: undefined };
+/** A cache lookup with its claim: the cached entry's text, or (a miss) the claim. */
+export type Lookup = { entry: string; lead?: undefined; follow?: undefined } | (Claim & { entry?: undefined });
 
 export class SharedFlights {
   constructor(
@@ -99,6 +125,26 @@ export class SharedFlights {
     } catch {
       return undefined;
     }
+    return this.made(key, id, holder, maxBytes);
+  }
+
+  /**
+   * The cached entry under `key`, or else `claim`'s answer, in one store operation; undefined when
+   * the driver cannot (look the cache up, then claim), null when the shared state cannot be reached.
+   */
+  async lookup(key: string, maxBytes: number): Promise<Lookup | null | undefined> {
+    if (!this.d.lookup) return undefined;
+    const id = randomHex(12);
+    let r: FlightLookup;
+    try {
+      r = await this.d.lookup(key, id, this.ttlMs);
+    } catch {
+      return null;
+    }
+    return r.entry !== undefined ? { entry: r.entry } : this.made(key, id, r.holder, maxBytes);
+  }
+
+  private made(key: string, id: string, holder: string, maxBytes: number): Claim {
     if (holder === id) return { lead: new FlightLead(this.d, key, id, this.ttlMs, maxBytes) };
     return { follow: new FlightFollow(this.d, key, holder, this.ttlMs) };
   }
@@ -114,6 +160,9 @@ export class FlightLead {
   onFollowers: ((n: number) => void) | undefined;
   private queue: FlightEntry[] = [];
   private sending = false;
+  private scheduled = false;
+  /** the JSON answer is also the cache entry, kept this long (stored with its publication) */
+  private cacheMs: number | undefined;
   private closed = false;
   private released = false;
   private bytes = 0;
@@ -180,9 +229,19 @@ export class FlightLead {
     this.put({ k: 'p', v: text });
   }
 
-  /** A JSON answer's cache entry text (too large: followers make their own call). */
-  json(text: string): void {
-    this.put(text.length > this.maxBytes ? failure('upstream_response_too_large', 'too large to share') : { k: 'j', v: text });
+  /** Whether the store keeps the JSON answer as the cache entry too, when told to (`json`'s `cacheMs`). */
+  get storesAnswers(): boolean {
+    return this.d.lookup !== undefined;
+  }
+
+  /**
+   * A JSON answer's cache entry text (too large: followers make their own call); with `cacheMs`
+   * (`storesAnswers`), the store keeps it as the cache entry that long, in the same operation.
+   */
+  json(text: string, cacheMs?: number): void {
+    if (text.length > this.maxBytes) return this.put(failure('upstream_response_too_large', 'too large to share'));
+    this.cacheMs = cacheMs;
+    this.put({ k: 'j', v: text });
   }
 
   end(): void {
@@ -200,29 +259,43 @@ export class FlightLead {
     this.closed = true;
     clearInterval(this.timer);
     this.onFollowers?.(0);
-    void this.flush();
+    this.schedule();
   }
 
   private put(e: FlightEntry): void {
     if (this.closed) return;
     this.queue.push(e);
-    void this.flush();
+    this.schedule();
+  }
+
+  /**
+   * Writes once this turn of the event loop is done: what is put in it (a stream's head and the
+   * parts read with it; a JSON answer and the close) travels in one store operation.
+   */
+  private schedule(): void {
+    if (this.scheduled || this.sending) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      void this.flush();
+    });
   }
 
   private async flush(): Promise<void> {
     if (this.sending) return;
     this.sending = true;
-    while (this.queue.length > 0) {
+    while (this.queue.length > 0 || (this.closed && !this.released)) {
       const batch = this.queue;
       this.queue = [];
+      // nothing is put once closed: this batch is the last, and the release goes with it
+      const last = this.closed;
+      if (last) this.released = true;
       // a lost write shows as a claim without its end: followers fail instead of hanging
-      await this.d.append(this.key, this.id, batch, this.ttlMs + LINGER_MS).catch(() => {});
+      const cacheMs = this.cacheMs;
+      this.cacheMs = undefined;
+      await this.d.append(this.key, this.id, batch, this.ttlMs + LINGER_MS, { endLingerMs: last ? LINGER_MS : undefined, cacheMs }).catch(() => {});
     }
     this.sending = false;
-    if (this.closed && !this.released) {
-      this.released = true;
-      await this.d.release(this.key, this.id, LINGER_MS).catch(() => {});
-    }
   }
 }
 
