@@ -10,6 +10,7 @@
  *     leaves mid-stream → the upstream call goes on for the follower, who gets all of it;
  *   - a cache miss (Redis pair) costs one Redis command before its upstream call (the cache lookup
  *     and the claim together) and one after it (the answer published and cached, the claim let go);
+ *     a streamed miss nobody follows writes no log entry at all (no XADD);
  *   - a stream longer than cache.max_entry_bytes (Redis pair): the attached follower still gets all
  *     of it, byte for byte; a request arriving after the bound makes its own call.
  * In CI (CI set) a missing redis-server is a failure, never a skip.
@@ -307,6 +308,38 @@ describe('coalescing across replicas (two gateways on one Redis)', { skip: redis
       assert.equal(again.headers['x-switchyard-cache'], 'hit');
       assert.equal(again.headers['x-switchyard-coalesced'], undefined);
       assert.equal(callsWith(up, 'round trips: counted'), 1);
+    } finally {
+      monitor.disconnect();
+      c.disconnect();
+    }
+  });
+
+  it('a streamed cache miss nobody follows writes no log: no XADD, even inside a script', async () => {
+    up.reset();
+    up.onModel('slow', { kind: 'stream', chunks: ['a ', 'b ', 'c ', 'd ', 'e'], delayMs: 100 });
+    const url = (a as GatewayProcess).url;
+    const c = new Redis((redis as RedisServer).url);
+    const claims = async (): Promise<number> => (await c.keys(`sy-coalesce-${process.pid}:{f:*}:claim`)).length;
+    await until('earlier flights let their claims go', async () => (await claims()) === 0);
+    // every command Redis runs, the scripts' own included
+    const sent: string[] = [];
+    const monitor = await c.monitor();
+    monitor.on('monitor', (_time: string, args: string[]) => {
+      const name = String(args[0]).toLowerCase();
+      if (name !== 'keys') sent.push(name);
+    });
+    try {
+      const r = await post(url, ask('unfollowed stream', true));
+      assert.equal(r.status, 200);
+      assert.equal(streamed(r.body), 'a b c d e');
+      assert.equal(r.headers['x-switchyard-cache'], 'miss');
+      await until('the claim is let go', async () => (await claims()) === 0);
+      assert.ok(sent.includes('evalsha'), 'the lookup and the release ran');
+      assert.equal(sent.filter((n) => n === 'xadd').length, 0, `no log entry written (${sent.join(' ')})`);
+      const again = await post(url, ask('unfollowed stream', true));
+      assert.equal(again.headers['x-switchyard-cache'], 'hit');
+      assert.equal(again.body, r.body);
+      assert.equal(callsWith(up, 'unfollowed stream'), 1);
     } finally {
       monitor.disconnect();
       c.disconnect();

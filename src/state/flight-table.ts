@@ -2,7 +2,8 @@
  * Shared flights in one process's memory: the cluster primary holds one table for all its
  * workers (they reach it over IPC, state/ipc.ts). Claims and flights' liveness expire by the clock
  * as Redis keys do; a read waits (long poll) until an entry arrives, the flight ends or `waitMs`
- * passes. Logs of leaders that went away are dropped once their TTL has passed without an append or
+ * passes, and a leader's watch until a follower attaches (so over IPC the primary answers the
+ * leader's worker the moment one does). Logs of leaders that went away are dropped once their TTL has passed without an append or
  * refresh. Expired claims and logs are read as absent at once and swept out at most once per
  * SWEEP_MS: a finished flight's log lingers, so a sweep on every claim would walk every flight of
  * the last LINGER_MS.
@@ -17,6 +18,8 @@ interface Log {
   /** dropped after this (epoch ms) */
   until: number;
   waiters: Array<() => void>;
+  /** leaders waiting for a follower to attach */
+  watchers: Array<() => void>;
 }
 
 const SWEEP_MS = 1000;
@@ -47,6 +50,7 @@ export class FlightTable implements FlightDriver {
       if (l.until > now) continue;
       this.logs.delete(k);
       wake(l);
+      wakeWatchers(l);
     }
   }
 
@@ -56,7 +60,7 @@ export class FlightTable implements FlightDriver {
     if (c && c.until > this.now()) return c.id;
     const until = this.now() + ttlMs;
     this.claims.set(key, { id, until });
-    this.logs.set(`${key}\n${id}`, { entries: [], followers: new Set(), live: until, until, waiters: [] });
+    this.logs.set(`${key}\n${id}`, { entries: [], followers: new Set(), live: until, until, waiters: [], watchers: [] });
     return id;
   }
 
@@ -71,14 +75,16 @@ export class FlightTable implements FlightDriver {
   }
 
   /** Keeps no cache (the primary's store does, ipc.ts): `o.cacheMs` is the caller's to honour. */
-  async append(key: string, id: string, entries: FlightEntry[], ttlMs: number, o?: AppendOptions): Promise<void> {
+  async append(key: string, id: string, entries: FlightEntry[], ttlMs: number, o?: AppendOptions): Promise<boolean> {
     const l = this.log(key, id);
+    if (o?.alone && l && l.followers.size > 0) return false;
     if (l) {
       for (const e of entries) l.entries.push(e);
       l.until = Math.max(l.until, this.now() + ttlMs);
       wake(l);
     }
     if (o?.endLingerMs !== undefined) await this.release(key, id, o.endLingerMs);
+    return true;
   }
 
   async unclaim(key: string, id: string): Promise<void> {
@@ -92,10 +98,21 @@ export class FlightTable implements FlightDriver {
     l.live = 0;
     l.until = this.now() + lingerMs;
     wake(l);
+    wakeWatchers(l);
   }
 
   async attach(key: string, id: string, follower: string): Promise<void> {
-    this.log(key, id)?.followers.add(follower);
+    const l = this.log(key, id);
+    if (!l) return;
+    l.followers.add(follower);
+    wakeWatchers(l);
+  }
+
+  async watch(key: string, id: string, waitMs: number): Promise<number> {
+    const l = this.log(key, id);
+    if (!l || l.live <= this.now()) return -1;
+    if (l.followers.size === 0) await parked(l.watchers, waitMs);
+    return this.live(key, id) ? l.followers.size : -1;
   }
 
   async detach(key: string, id: string, follower: string): Promise<void> {
@@ -105,16 +122,7 @@ export class FlightTable implements FlightDriver {
   async read(key: string, id: string, cursor: string, waitMs: number): Promise<FlightRead> {
     const from = cursor === '' ? 0 : Number(cursor);
     const l = this.log(key, id);
-    if (l && l.entries.length <= from && l.live > this.now()) {
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(done, waitMs);
-        function done(): void {
-          clearTimeout(timer);
-          resolve();
-        }
-        l.waiters.push(done);
-      });
-    }
+    if (l && l.entries.length <= from && l.live > this.now()) await parked(l.waiters, waitMs);
     const entries = this.log(key, id)?.entries.slice(from) ?? [];
     return { entries, cursor: String(from + entries.length), held: this.live(key, id) };
   }
@@ -126,10 +134,31 @@ export class FlightTable implements FlightDriver {
   }
 
   close(): void {
-    for (const l of this.logs.values()) wake(l);
+    for (const l of this.logs.values()) {
+      wake(l);
+      wakeWatchers(l);
+    }
     this.logs.clear();
     this.claims.clear();
   }
+}
+
+/** Resolves when woken through `list` or after `waitMs`. */
+function parked(list: Array<() => void>, waitMs: number): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(done, waitMs);
+    function done(): void {
+      clearTimeout(timer);
+      resolve();
+    }
+    list.push(done);
+  });
+}
+
+function wakeWatchers(l: Log): void {
+  const w = l.watchers;
+  l.watchers = [];
+  for (const f of w) f();
 }
 
 function wake(l: Log): void {

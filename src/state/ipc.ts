@@ -37,7 +37,8 @@ export type FlightOp =
   | { m: 'release'; key: string; id: string; lingerMs: number }
   | { m: 'attach'; key: string; id: string; follower: string; ttlMs: number }
   | { m: 'detach'; key: string; id: string; follower: string }
-  | { m: 'read'; key: string; id: string; cursor: string; waitMs: number };
+  | { m: 'read'; key: string; id: string; cursor: string; waitMs: number }
+  | { m: 'watch'; key: string; id: string; waitMs: number };
 
 /** The answer: the operation's result and the number of cached entries held now (for /status). */
 export interface StateAnswer {
@@ -78,6 +79,8 @@ function runFlight(store: MemoryStore, t: FlightTable, f: FlightOp): Promise<unk
       return t.detach(f.key, f.id, f.follower);
     case 'read':
       return t.read(f.key, f.id, f.cursor, f.waitMs);
+    case 'watch':
+      return t.watch(f.key, f.id, f.waitMs);
     default: {
       const never: never = f;
       throw new Error(`unknown flight operation ${JSON.stringify(never)}`);
@@ -132,12 +135,13 @@ export class IpcStore implements StateStore {
       claim: async (key, id, ttlMs) => (await f({ m: 'claim', key, id, ttlMs })) as string,
       refresh: async (key, id, ttlMs) => (await f({ m: 'refresh', key, id, ttlMs })) as number,
       lookup: async (key, id, ttlMs) => (await f({ m: 'lookup', key, id, ttlMs })) as FlightLookup,
-      append: async (key, id, entries, ttlMs, o) => void (await f({ m: 'append', key, id, entries, ttlMs, o })),
+      append: async (key, id, entries, ttlMs, o) => (await f({ m: 'append', key, id, entries, ttlMs, o })) as boolean,
       unclaim: async (key, id) => void (await f({ m: 'unclaim', key, id })),
       release: async (key, id, lingerMs) => void (await f({ m: 'release', key, id, lingerMs })),
       attach: async (key, id, follower, ttlMs) => void (await f({ m: 'attach', key, id, follower, ttlMs })),
       detach: async (key, id, follower) => void (await f({ m: 'detach', key, id, follower })),
       read: async (key, id, cursor, waitMs) => (await f({ m: 'read', key, id, cursor, waitMs })) as FlightRead,
+      watch: async (key, id, waitMs) => (await f({ m: 'watch', key, id, waitMs })) as number,
       close: () => {},
     };
     this.flights = new SharedFlights(driver);

@@ -6,7 +6,8 @@
  *   <prefix>{f:<key>}:<id>:log     a Redis Stream, one entry (fields k, v) per published entry
  *   <prefix>{f:<key>}:<id>:fol     the set of attached followers
  * The log and the follower set expire LINGER after the flight ends, or a TTL after its last append
- * or refresh when its leader died. Followers wait with XREAD BLOCK on connections of their own (a
+ * or refresh when its leader died. A stream's leader polls the follower set (SCARD) every
+ * WATCH_POLL_MS until one attaches: it publishes nothing before. Followers wait with XREAD BLOCK on connections of their own (a
  * blocked connection serves nothing else); idle ones are kept for the next follower.
  * A cache lookup and its claim are one script (LOOKUP), and so are a JSON answer's publication, its
  * cache entry and the release (APPEND): those two also touch the store's cache entry key, outside
@@ -14,9 +15,10 @@
  * The scripts run by SHA (EVALSHA); a server that lost them (NOSCRIPT: restarted, flushed) gets
  * the text once more (EVAL), which loads it again.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { script, type Script } from './redis-scripts.ts';
-import { LINGER_MS, READ_WAIT_MS, SharedFlights, type AppendOptions, type FlightDriver, type FlightEntry, type FlightEntryKind, type FlightLookup, type FlightRead } from './shared-flights.ts';
+import { LINGER_MS, READ_WAIT_MS, SharedFlights, WATCH_POLL_MS, type AppendOptions, type FlightDriver, type FlightEntry, type FlightEntryKind, type FlightLookup, type FlightRead } from './shared-flights.ts';
 
 /** The Redis key of a cached entry (the store's cacheGet / cacheSet). */
 export const cacheEntryKey = (prefix: string, key: string): string => `${prefix}c:${key}`;
@@ -45,10 +47,12 @@ redis.call('SET', KEYS[3], '1', 'PX', ARGV[2])
 return {0, ARGV[1]}`);
 /**
  * KEYS: claim, log, fol, live, cache entry. ARGV: id, log ttl ms, linger ms (0: the flight goes
- * on), cache ms (0: not cached here), then each entry's kind and value. A `j` entry is also the
- * cache entry when a cache ms is given; with a linger the flight then ends as RELEASE ends it.
+ * on), cache ms (0: not cached here), alone ('1': only while no follower is attached, else 0 and
+ * nothing done), then each entry's kind and value. A `j` entry is also the cache entry when a
+ * cache ms is given; with a linger the flight then ends as RELEASE ends it.
  */
-const APPEND = script(`for i = 5, #ARGV, 2 do
+const APPEND = script(`if ARGV[5] == '1' and redis.call('SCARD', KEYS[3]) > 0 then return 0 end
+for i = 6, #ARGV, 2 do
   redis.call('XADD', KEYS[2], '*', 'k', ARGV[i], 'v', ARGV[i + 1])
   if ARGV[i] == 'j' and ARGV[4] ~= '0' then redis.call('SET', KEYS[5], ARGV[i + 1], 'PX', ARGV[4]) end
 end
@@ -136,10 +140,17 @@ export class RedisFlights implements FlightDriver {
     return Number(await this.run(REFRESH, this.keys(key, id), [id, ttlMs, ttlMs + LINGER_MS]));
   }
 
-  async append(key: string, id: string, entries: FlightEntry[], ttlMs: number, o?: AppendOptions): Promise<void> {
-    const args: Array<string | number> = [id, ttlMs, o?.endLingerMs ?? 0, o?.cacheMs === undefined ? 0 : Math.max(1, Math.round(o.cacheMs))];
+  async append(key: string, id: string, entries: FlightEntry[], ttlMs: number, o?: AppendOptions): Promise<boolean> {
+    const args: Array<string | number> = [id, ttlMs, o?.endLingerMs ?? 0, o?.cacheMs === undefined ? 0 : Math.max(1, Math.round(o.cacheMs)), o?.alone ? 1 : 0];
     for (const e of entries) args.push(e.k, e.v);
-    await this.run(APPEND, [...this.keys(key, id), cacheEntryKey(this.prefix, key)], args);
+    return Number(await this.run(APPEND, [...this.keys(key, id), cacheEntryKey(this.prefix, key)], args)) === 1;
+  }
+
+  /** Cannot wait on Redis without a connection of its own: answers at once, or after WATCH_POLL_MS with 0. */
+  async watch(key: string, id: string, waitMs: number): Promise<number> {
+    const n = await this.redis.scard(this.keys(key, id)[2]);
+    if (n === 0) await sleep(Math.min(waitMs, WATCH_POLL_MS), undefined, { ref: false });
+    return n;
   }
 
   async unclaim(key: string, id: string): Promise<void> {

@@ -17,6 +17,13 @@
  * `e`/`x`/`j` (the leader's process died) is a failure too, seen within the TTL. The log outlives
  * the flight by LINGER_MS, so a follower that is behind still reads the end.
  *
+ * A stream's leader publishes nothing until a follower is attached (almost always none is: most
+ * misses are nobody else's): from its head on it holds its entries back and watches for one
+ * (`watch`: the memory table answers when one attaches, Redis is polled every WATCH_POLL_MS); at
+ * the first it publishes all it held, then every entry as it comes. Its release is conditional
+ * (`alone`): when a follower attached since the last watch, the release does nothing and the
+ * leader publishes everything, then releases. So a stream nobody follows writes no entry at all.
+ *
  * A stream whose log passes `maxBytes` (cache.max_entry_bytes) takes no new followers, as the
  * in-process tap does: the leader lets the claim go (new requests make their own call) and goes on
  * publishing every part to the followers already attached, until the end. So a store can hold one
@@ -43,6 +50,8 @@ export interface FlightEntry {
 export interface AppendOptions {
   endLingerMs?: number | undefined;
   cacheMs?: number | undefined;
+  /** only while no follower is attached: otherwise nothing is done (`append` answers false) */
+  alone?: boolean | undefined;
 }
 
 /** A driver's lookup: the cached entry's text, or the id of the flight holding the claim. */
@@ -71,9 +80,15 @@ export interface FlightDriver {
   /**
    * Appends `entries`; with `o.cacheMs` (drivers with `lookup`), a `j` entry among them is also
    * stored as `key`'s cache entry for that long; with `o.endLingerMs`, then ends the flight as
-   * `release` does. All in one store operation.
+   * `release` does. All in one store operation; false when `o.alone` and a follower is attached
+   * (then nothing was done).
    */
-  append(key: string, id: string, entries: FlightEntry[], ttlMs: number, o?: AppendOptions): Promise<void>;
+  append(key: string, id: string, entries: FlightEntry[], ttlMs: number, o?: AppendOptions): Promise<boolean>;
+  /**
+   * The attached followers, answered as soon as there is one, else 0 after up to `waitMs` (a driver
+   * that cannot wait answers sooner: the caller asks again); -1 when the flight is not live.
+   */
+  watch(key: string, id: string, waitMs: number): Promise<number>;
   /** Lets the claim go (if still `id`'s): no new followers; the flight stays live for the attached ones. */
   unclaim(key: string, id: string): Promise<void>;
   /** Ends the flight and lets the claim go (if still `id`'s); the log stays readable for `lingerMs`. */
@@ -91,6 +106,8 @@ export const FLIGHT_TTL_MS = 5000;
 export const READ_WAIT_MS = 1000;
 /** A finished flight's log stays readable this long for followers that are behind. */
 export const LINGER_MS = 10_000;
+/** A driver that cannot wait for a follower to attach (Redis) is asked this often while a stream runs. */
+export const WATCH_POLL_MS = 75;
 
 /** What a failure entry becomes for a follower: the error a local follower would see. */
 export function flightError(v: string): GatewayError {
@@ -154,11 +171,16 @@ export class SharedFlights {
   }
 }
 
-/** The leader's side: publishes entries in order (batched while a write is out) and keeps the claim. */
+/**
+ * The leader's side: publishes entries in order (batched while a write is out) and keeps the claim;
+ * a stream's entries only once a follower is attached.
+ */
 export class FlightLead {
-  /** Told the number of attached followers on every refresh. */
+  /** Told the number of attached followers on every refresh (and when the first is seen). */
   onFollowers: ((n: number) => void) | undefined;
   private queue: FlightEntry[] = [];
+  /** a stream's entries from its head on, held back while no follower has been seen */
+  private held: FlightEntry[] | undefined;
   private sending = false;
   private scheduled = false;
   /** the JSON answer is also the cache entry, kept this long (stored with its publication) */
@@ -195,6 +217,7 @@ export class FlightLead {
       return;
     }
     this.onFollowers?.(Math.max(0, n));
+    if (n > 0 && !this.closed) this.publish();
     if (alone && n === 0 && !this.closed) {
       this.put(failure('upstream_response_too_large', 'The shared stream grew beyond cache.max_entry_bytes; ask again without coalescing.'));
       this.close();
@@ -211,8 +234,39 @@ export class FlightLead {
     }
   }
 
+  /** The stream's head: it and what follows are published once a follower is attached. */
   head(backend: string, model: string): void {
+    if (this.closed || this.held) return;
+    this.held = [];
     this.put({ k: 'h', v: JSON.stringify({ backend, model }) });
+    void this.watch();
+  }
+
+  /** Waits for a follower while the stream's entries are held back (one store operation at a time). */
+  private async watch(): Promise<void> {
+    while (this.held && !this.closed) {
+      let n: number;
+      try {
+        n = await this.d.watch(this.key, this.id, READ_WAIT_MS);
+      } catch {
+        // the refreshes still see followers
+        return;
+      }
+      if (n < 0 || this.closed) return;
+      if (n > 0) {
+        this.onFollowers?.(n);
+        return this.publish();
+      }
+    }
+  }
+
+  /** A follower is attached: what was held back goes out, and from now on every entry as it comes. */
+  private publish(): void {
+    const held = this.held;
+    if (!held || this.released) return;
+    this.held = undefined;
+    this.queue = this.queue.concat(held);
+    this.schedule();
   }
 
   /** One stream part's log text (past the bound: for the followers attached, no new ones). */
@@ -264,6 +318,7 @@ export class FlightLead {
 
   private put(e: FlightEntry): void {
     if (this.closed) return;
+    if (this.held) return void this.held.push(e);
     this.queue.push(e);
     this.schedule();
   }
@@ -290,10 +345,19 @@ export class FlightLead {
       // nothing is put once closed: this batch is the last, and the release goes with it
       const last = this.closed;
       if (last) this.released = true;
+      // a stream nobody has followed ends unpublished, unless a follower attached since the last watch
+      const alone = last && this.held !== undefined ? true : undefined;
       // a lost write shows as a claim without its end: followers fail instead of hanging
       const cacheMs = this.cacheMs;
       this.cacheMs = undefined;
-      await this.d.append(this.key, this.id, batch, this.ttlMs + LINGER_MS, { endLingerMs: last ? LINGER_MS : undefined, cacheMs }).catch(() => {});
+      const done = await this.d
+        .append(this.key, this.id, batch, this.ttlMs + LINGER_MS, { endLingerMs: last ? LINGER_MS : undefined, cacheMs, alone })
+        .catch(() => true);
+      if (!done) {
+        // the release did nothing: everything held goes out with it instead
+        this.released = false;
+        this.publish();
+      }
     }
     this.sending = false;
   }
