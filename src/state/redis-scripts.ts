@@ -4,6 +4,7 @@
  * The arithmetic is the same as state/gcra.ts (which the in-memory store uses).
  */
 import { createHash } from 'node:crypto';
+import type { Redis } from 'ioredis';
 
 /**
  * KEYS: requests TAT, tokens TAT, leases (sorted set: lease id → expiry), budget spend (nano-USD).
@@ -260,6 +261,16 @@ export interface Script {
   sha: string;
 }
 export const script = (lua: string): Script => ({ lua, sha: createHash('sha1').update(lua).digest('hex') });
+
+/** Runs a script by its SHA1; a server that lost it (restart, SCRIPT FLUSH) gets it again with EVAL. */
+export async function runScript(redis: Pick<Redis, 'evalsha' | 'eval'>, s: Script, keys: string[], args: Array<string | number>): Promise<unknown> {
+  try {
+    return await redis.evalsha(s.sha, keys.length, ...keys, ...args);
+  } catch (err) {
+    if (err instanceof Error && err.message.startsWith('NOSCRIPT')) return redis.eval(s.lua, keys.length, ...keys, ...args);
+    throw err;
+  }
+}
 export const ADMIT_S = script(ADMIT);
 export const SETTLE_S = script(SETTLE);
 export const REFRESH_S = script(REFRESH);

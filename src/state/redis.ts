@@ -20,7 +20,7 @@ import { GatewayError } from '../errors/gateway-error.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { MemoryStore } from './memory.ts';
 import { cacheEntryKey, redisFlights } from './redis-flights.ts';
-import { ADMIT_S, HEALTH_S, REFRESH_S, SETTLE_S, type Script } from './redis-scripts.ts';
+import { ADMIT_S, HEALTH_S, REFRESH_S, SETTLE_S, runScript, type Script } from './redis-scripts.ts';
 import type { SharedFlights } from './shared-flights.ts';
 import type { HealthOp, HealthSettings, HealthView, SharedBreakerState } from './shared-health.ts';
 import {
@@ -153,13 +153,8 @@ export class RedisStore implements StateStore {
     this.opts.logger.warn('state store recovered', { store: 'redis', url: safeUrl(this.opts.url) });
   }
 
-  private async run(s: Script, keys: string[], args: Array<string | number>): Promise<unknown> {
-    try {
-      return await this.redis.evalsha(s.sha, keys.length, ...keys, ...args);
-    } catch (err) {
-      if (err instanceof Error && err.message.startsWith('NOSCRIPT')) return this.redis.eval(s.lua, keys.length, ...keys, ...args);
-      throw err;
-    }
+  private run(s: Script, keys: string[], args: Array<string | number>): Promise<unknown> {
+    return runScript(this.redis, s, keys, args);
   }
 
   private k(key: string, part: string): string {
