@@ -212,10 +212,14 @@ export class Pipeline {
         return { result: hit.body as T, target, attempts: 0, upstreamMs: 0, served: this.served(adm, 'hit', { age: String(s.cache.age(hit)) }) };
       }
     }
-    const adm = await this.admit(job, prep, s, true).catch((err: unknown) => {
+    // hot path: no closure or extra promise per request for a refusal that must let the claim go
+    let adm: Admission | undefined;
+    try {
+      adm = await this.admit(job, prep, s, true);
+    } catch (err) {
       letGo(pre);
       throw err;
-    });
+    }
     try {
       if (!s.cache || key === undefined) {
         const status = this.status(s, prep);
@@ -320,10 +324,14 @@ export class Pipeline {
         return { result: kind.read(kind.replay(hit.chunks), sink), usage: sink, target, attempts: 0, upstreamMs: 0, served };
       }
     }
-    const adm = await this.admit(job, prep, s, true).catch((err: unknown) => {
+    // hot path: no closure or extra promise per request for a refusal that must let the claim go
+    let adm: Admission | undefined;
+    try {
+      adm = await this.admit(job, prep, s, true);
+    } catch (err) {
       letGo(pre);
       throw err;
-    });
+    }
     try {
       if (!s.cache || key === undefined) {
         const status = this.status(s, prep);
