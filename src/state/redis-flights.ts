@@ -17,7 +17,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
-import { script, type Script } from './redis-scripts.ts';
+import { runScript, script, type Script } from './redis-scripts.ts';
 import { LINGER_MS, READ_WAIT_MS, SharedFlights, WATCH_POLL_MS, type AppendOptions, type FlightDriver, type FlightEntry, type FlightEntryKind, type FlightLookup, type FlightRead } from './shared-flights.ts';
 
 /** The Redis key of a cached entry (the store's cacheGet / cacheSet). */
@@ -102,13 +102,8 @@ export class RedisFlights implements FlightDriver {
     private readonly gate?: RedisGate,
   ) {}
 
-  private async run(s: Script, keys: string[], args: Array<string | number>): Promise<unknown> {
-    try {
-      return await this.redis.evalsha(s.sha, keys.length, ...keys, ...args);
-    } catch (err) {
-      if (err instanceof Error && err.message.startsWith('NOSCRIPT')) return this.redis.eval(s.lua, keys.length, ...keys, ...args);
-      throw err;
-    }
+  private run(s: Script, keys: string[], args: Array<string | number>): Promise<unknown> {
+    return runScript(this.redis, s, keys, args);
   }
 
   private keys(key: string, id: string): [claim: string, log: string, fol: string, live: string] {
