@@ -15,15 +15,12 @@
  * round and the median.
  */
 import autocannon from 'autocannon';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Commands } from './build.ts';
 import { median, percentile } from './measure.ts';
 import { CHAT_MODEL } from './payloads.ts';
-import { cpuMs, freePort, startProc, stopProc, type Pinning, type Proc } from './procs.ts';
-import { gatewayYaml } from './scenarios.ts';
-import { familyCpuMs, hasRedis, startRedis, stopRedis, type Redis } from './shared-health.ts';
+import { cpuMs, stopProc, type Pinning, type Proc } from './procs.ts';
+import { familyCpuMs, hasRedis, startConfigured, startRedis, stopRedis, type Redis } from './shared-health.ts';
 
 export interface CoalesceOptions {
   results: string;
@@ -98,23 +95,10 @@ function uniqueLoad(base: string, body: string, connections: number, seconds: nu
   });
 }
 
-async function startGateway(o: CoalesceOptions, setup: Setup, v: Variant, redis: Redis | undefined): Promise<Proc> {
-  const port = await freePort();
-  const yamlPath = join(o.results, `coalesce-${setup.id}-${v.id}.yaml`);
-  let yaml = gatewayYaml({ port, mockPort: o.mock.port, cache: false });
-  if (setup.workers > 1) yaml = yaml.replace('shutdown_grace_ms: 2000 }', `shutdown_grace_ms: 2000, workers: ${setup.workers} }`);
+function startGateway(o: CoalesceOptions, setup: Setup, v: Variant, redis: Redis | undefined): Promise<Proc> {
   const extra = [`cache: { enabled: true, coalesce: ${v.coalesce} }`];
   if (setup.redis && redis) extra.push(`state: { store: redis, url: "${redis.url}", key_prefix: "sy-bench-co-${v.id}:" }`);
-  writeFileSync(yamlPath, `${yaml}${extra.join('\n')}\n`);
-  return startProc({
-    name: `switchyard (${setup.id}, coalesce ${v.id})`,
-    args: [...(v.gateway ?? o.commands.gateway), '--config', yamlPath],
-    core: o.pin.enabled ? o.pin.proxyCore : undefined,
-    port,
-    readyPath: '/ready',
-    quiet: true,
-    env: o.commands.proxyEnv,
-  });
+  return startConfigured(o, { name: `switchyard (${setup.id}, coalesce ${v.id})`, file: `coalesce-${setup.id}-${v.id}.yaml`, workers: setup.workers, extra, gateway: v.gateway });
 }
 
 async function round(p: Proc, kind: Kind, redis: Redis | undefined): Promise<RoundResult> {

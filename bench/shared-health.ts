@@ -130,15 +130,22 @@ export function pairs(redisUrl: string | undefined): Pair[] {
   return out;
 }
 
-async function startGateway(o: SharedHealthOptions, pair: Pair, v: Variant): Promise<Proc> {
+/**
+ * A gateway on the bench's default config (zero-latency mock, no cache) with `server.workers` and
+ * more top-level lines, started and ready (bench/coalesce.ts too).
+ */
+export async function startConfigured(
+  o: { results: string; mock: Proc; pin: Pinning; commands: Commands },
+  g: { name: string; file: string; workers: number; extra: string[]; gateway?: string[] | undefined },
+): Promise<Proc> {
   const port = await freePort();
-  const yamlPath = join(o.results, `shared-health-${pair.id}-${v.id}.yaml`);
+  const yamlPath = join(o.results, g.file);
   let yaml = gatewayYaml({ port, mockPort: o.mock.port, cache: false });
-  if (pair.workers > 1) yaml = yaml.replace('shutdown_grace_ms: 2000 }', `shutdown_grace_ms: 2000, workers: ${pair.workers} }`);
-  writeFileSync(yamlPath, `${yaml}${v.extra.join('\n')}\n`);
+  if (g.workers > 1) yaml = yaml.replace('shutdown_grace_ms: 2000 }', `shutdown_grace_ms: 2000, workers: ${g.workers} }`);
+  writeFileSync(yamlPath, `${yaml}${g.extra.join('\n')}\n`);
   return startProc({
-    name: `switchyard (${pair.id}, shared_health ${v.id})`,
-    args: [...(v.gateway ?? o.commands.gateway), '--config', yamlPath],
+    name: g.name,
+    args: [...(g.gateway ?? o.commands.gateway), '--config', yamlPath],
     core: o.pin.enabled ? o.pin.proxyCore : undefined,
     port,
     readyPath: '/ready',
@@ -146,6 +153,9 @@ async function startGateway(o: SharedHealthOptions, pair: Pair, v: Variant): Pro
     env: o.commands.proxyEnv,
   });
 }
+
+const startGateway = (o: SharedHealthOptions, pair: Pair, v: Variant): Promise<Proc> =>
+  startConfigured(o, { name: `switchyard (${pair.id}, shared_health ${v.id})`, file: `shared-health-${pair.id}-${v.id}.yaml`, workers: pair.workers, extra: v.extra, gateway: v.gateway });
 
 export interface RoundResult {
   /** the gateway's CPU µs per response (primary + workers) */
