@@ -159,6 +159,17 @@ export class Pipeline {
     return s.flights.shared?.claim(key, s.cache?.cfg.max_entry_bytes ?? 0);
   }
 
+  /** The admission of a request on its way upstream; a refusal lets its claimed flight go. */
+  private async admitClaimed(job: Job, prep: Prep, s: PipelineServices, pre: Lookup | null | undefined): Promise<Admission | undefined> {
+    // hot path: no closure or extra promise per request (a .catch() would make both)
+    try {
+      return await this.admit(job, prep, s, true);
+    } catch (err) {
+      letGo(pre);
+      throw err;
+    }
+  }
+
   private hitTarget(prep: Prep, e: Pick<Entry, 'backend' | 'model'>): ResolvedTarget | undefined {
     const t = prep.targets.find((x) => x.backend === e.backend && x.model === e.model) ?? prep.targets[0];
     return t ? free(t) : undefined;
@@ -212,14 +223,7 @@ export class Pipeline {
         return { result: hit.body as T, target, attempts: 0, upstreamMs: 0, served: this.served(adm, 'hit', { age: String(s.cache.age(hit)) }) };
       }
     }
-    // hot path: no closure or extra promise per request for a refusal that must let the claim go
-    let adm: Admission | undefined;
-    try {
-      adm = await this.admit(job, prep, s, true);
-    } catch (err) {
-      letGo(pre);
-      throw err;
-    }
+    const adm = await this.admitClaimed(job, prep, s, pre);
     try {
       if (!s.cache || key === undefined) {
         const status = this.status(s, prep);
@@ -324,14 +328,7 @@ export class Pipeline {
         return { result: kind.read(kind.replay(hit.chunks), sink), usage: sink, target, attempts: 0, upstreamMs: 0, served };
       }
     }
-    // hot path: no closure or extra promise per request for a refusal that must let the claim go
-    let adm: Admission | undefined;
-    try {
-      adm = await this.admit(job, prep, s, true);
-    } catch (err) {
-      letGo(pre);
-      throw err;
-    }
+    const adm = await this.admitClaimed(job, prep, s, pre);
     try {
       if (!s.cache || key === undefined) {
         const status = this.status(s, prep);
