@@ -26,6 +26,7 @@ import { Limiter, type Admission, type Principal } from '../limits/limiter.ts';
 import { encodingFor } from '../limits/tokens.ts';
 import type { ResolvedTarget, Routed, Router } from '../router/router.ts';
 import { ended, eventUsage, pump, replay, replayEvents, shapeUsage } from './pipeline-streams.ts';
+import { free, streamAnswer, withHeaders, withServed } from './answers.ts';
 import type { ChunkPart, EventPart, StreamPart } from '../protocol/stream-part.ts';
 import type { Claim, Lookup } from '../state/shared-flights.ts';
 
@@ -47,29 +48,6 @@ interface Prep {
 function letGo(pre: Lookup | null | undefined): void {
   pre?.lead?.close();
   pre?.follow?.close();
-}
-
-function withHeaders(err: unknown, headers: Record<string, string> | undefined): unknown {
-  if (headers && err instanceof GatewayError) err.headers = { ...headers, ...err.headers };
-  return err;
-}
-
-/** The target as served from the cache or a shared call: it cost this request nothing. */
-function free(t: ResolvedTarget): ResolvedTarget {
-  return { ...t, target: { ...t.target, price: { input: 0, output: 0 } } };
-}
-
-/**
- * A routed answer with who served it. Hot path: built field by field, since `{ ...r, served }` takes
- * V8's slow path for a member added after a spread and leaves unstable shapes for every reader.
- */
-function withServed<T>(r: Routed<T>, served: Served): Answer<T> {
-  return { result: r.result, target: r.target, attempts: r.attempts, upstreamMs: r.upstreamMs, served };
-}
-
-/** A routed stream's answer, its chunks `result` (the routed ones shaped), built as withServed's. */
-function streamAnswer<C>(r: Routed<unknown>, result: AsyncIterable<C>, usage: StreamResult<C>['usage'], served: Served): StreamResult<C> {
-  return { result, target: r.target, attempts: r.attempts, upstreamMs: r.upstreamMs, usage, served };
 }
 
 /** What differs between a stream of chunks and a stream of forwarded events on their way through. */
