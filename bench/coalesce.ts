@@ -16,22 +16,15 @@
  */
 import autocannon from 'autocannon';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Commands } from './build.ts';
 import { median, percentile } from './measure.ts';
 import { CHAT_MODEL } from './payloads.ts';
-import { cpuMs, stopProc, type Pinning, type Proc } from './procs.ts';
-import { familyCpuMs, hasRedis, startConfigured, startRedis, stopRedis, type Redis } from './shared-health.ts';
+import { cpuMs, stopProc, type Proc } from './procs.ts';
+import { familyCpuMs, hasRedis, startConfigured, startRedis, stopRedis, type Redis, type SharedHealthOptions } from './shared-health.ts';
 
-export interface CoalesceOptions {
-  results: string;
-  mock: Proc;
-  pin: Pinning;
-  commands: Commands;
-  starts: number;
-  rounds: number;
+/** As --shared-health's, with a revision to compare. */
+export interface CoalesceOptions extends SharedHealthOptions {
   /** a revision's gateway, run with `cache.coalesce: true` beside this checkout's */
   against?: { name: string; gateway: string[] };
-  say: (s: string) => void;
 }
 
 interface Variant {
