@@ -16,6 +16,8 @@ import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { GatewayError } from '../src/errors/gateway-error.ts';
 import { FlightTable } from '../src/state/flight-table.ts';
+import { ipcFlightDriver, serveStateOp } from '../src/state/ipc.ts';
+import { MemoryStore } from '../src/state/memory.ts';
 import { RedisFlights } from '../src/state/redis-flights.ts';
 import { SharedFlights, type FlightDriver, type FlightSink } from '../src/state/shared-flights.ts';
 import { RedisServer, redisSkip, until } from './support/redis-server.ts';
@@ -38,7 +40,8 @@ class Sink implements FlightSink {
   }
 }
 
-function scenarios(name: string, make: () => { driver: FlightDriver; close?: () => Promise<void> }, skip: string | false = false): void {
+/** `seesCache`: the driver looks the cache up with its claim and stores answers with the release. */
+function scenarios(name: string, make: () => { driver: FlightDriver; close?: () => Promise<void> }, skip: string | false = false, seesCache = false): void {
   describe(`shared flights: ${name}`, { skip, timeout: 30_000 }, () => {
     let driver: FlightDriver;
     let flights: SharedFlights;
@@ -222,6 +225,63 @@ function scenarios(name: string, make: () => { driver: FlightDriver; close?: () 
       assert.equal(await sink.done, 'clean');
       assert.deepEqual(sink.texts, ['{"n":1}', '{"n":2}']);
     });
+    if (seesCache) it("a stream's cache entry is stored with its release, in the same operation, when nobody followed", async () => {
+      const k = key();
+      const a = await flights.lookup(k, 1 << 20);
+      assert.ok(a?.lead);
+      const lead = a.lead;
+      assert.equal(lead.storesAnswers, true);
+      lead.head('up', 'm1');
+      lead.part('{"n":1}');
+      const appends: boolean[] = [];
+      const append = driver.append.bind(driver);
+      driver.append = async (...args) => {
+        const done = await append(...args);
+        appends.push(done);
+        return done;
+      };
+      try {
+        lead.end();
+        lead.cache('{"kind":"stream","chunks":[{"n":1}]}', 60_000);
+        lead.close();
+        await until('the flight is over, its write answered', async () => appends.length > 0 && !(await driver.read(k, lead.id, '', 10)).held, 5000);
+      } finally {
+        driver.append = append;
+      }
+      assert.deepEqual(appends, [true], 'one write: the cache entry and the release');
+      assert.deepEqual((await driver.read(k, lead.id, '', 10)).entries, [], 'no log');
+      const again = await flights.lookup(k, 1 << 20);
+      assert.deepEqual(again, { entry: '{"kind":"stream","chunks":[{"n":1}]}' });
+    });
+
+    if (seesCache) it('a follower that attaches just before the release gets the stream, and the cache entry is still stored', async () => {
+      const k = key();
+      // a leader that never hears of a follower from its watch, and refreshes only every 20 s
+      const deaf = new Proxy(driver, {
+        get(t, p) {
+          if (p === 'watch') return () => new Promise<number>(() => {});
+          const v = Reflect.get(t, p) as unknown;
+          return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(t) : v;
+        },
+      });
+      const slow = new SharedFlights(deaf, 60_000);
+      const a = await slow.lookup(k, 1 << 20);
+      const b = await slow.lookup(k, 1 << 20);
+      assert.ok(a?.lead && b?.follow);
+      a.lead.head('up', 'm1');
+      a.lead.part('{"n":1}');
+      const sink = new Sink();
+      const head = b.follow.stream(never, sink);
+      await until('the follower is attached', async () => (await driver.refresh(k, a.lead.id, 60_000)) === 1, 5000);
+      a.lead.end();
+      a.lead.cache('{"kind":"stream","chunks":[{"n":1}]}', 60_000);
+      a.lead.close();
+      assert.deepEqual(await head, { backend: 'up', model: 'm1' });
+      assert.equal(await sink.done, 'clean');
+      assert.deepEqual(sink.texts, ['{"n":1}']);
+      assert.deepEqual(await slow.lookup(k, 1 << 20), { entry: '{"kind":"stream","chunks":[{"n":1}]}' });
+    });
+
     it('a follower that stops reading detaches', async () => {
       const k = key();
       const a = await flights.claim(k, 1 << 20);
@@ -239,6 +299,11 @@ function scenarios(name: string, make: () => { driver: FlightDriver; close?: () 
 }
 
 scenarios('memory table', () => ({ driver: new FlightTable() }));
+scenarios('memory store over IPC', () => {
+  const store = new MemoryStore({ maxEntries: 100, maxBytes: 1 << 20 });
+  const table = new FlightTable();
+  return { driver: ipcFlightDriver(async (op) => (await serveStateOp(store, { op: 'flight', f: op }, table)).value) };
+}, false, true);
 
 let dir: string | undefined;
 let redis: RedisServer | undefined;
@@ -256,7 +321,7 @@ if (!redisSkip) {
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 }
-scenarios('redis', () => ({ driver: new RedisFlights(client as Redis, `sy-flights-${process.pid}:`, 1000) }), redisSkip);
+scenarios('redis', () => ({ driver: new RedisFlights(client as Redis, `sy-flights-${process.pid}:`, 1000) }), redisSkip, true);
 
 describe('shared flights: redis scripts', { skip: redisSkip, timeout: 30_000 }, () => {
   /** Calls of EVAL and EVALSHA the server has run so far. */

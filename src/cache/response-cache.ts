@@ -15,6 +15,9 @@ export interface EntryMeta {
 }
 export type Entry = (EntryMeta & { kind: 'json'; body: unknown }) | (EntryMeta & { kind: 'stream'; chunks: unknown[] });
 
+/** Writes an entry elsewhere than the store's cacheSet (a shared flight's release carries it). */
+export type CacheWrite = (text: string, ttlMs: number) => void;
+
 export interface CacheStats {
   hits: number;
   misses: number;
@@ -63,24 +66,24 @@ export class ResponseCache {
     return JSON.stringify({ kind: 'json', at: this.now(), backend: meta.backend, model: meta.model, body });
   }
 
-  /** Stores an entry's text (jsonText's); with `via`, the write is `via`'s (told the TTL), not the store's. */
-  putText(key: string, text: string, via?: (ttlMs: number) => void): void {
+  /** Stores an entry's text (jsonText's); with `via`, the write is `via`'s (told the text and TTL), not the store's. */
+  putText(key: string, text: string, via?: CacheWrite): void {
     this.write(key, text, via);
   }
 
-  /** Stores a stream from its chunks, each already serialised. */
-  putStream(key: string, meta: Omit<EntryMeta, 'at'>, chunks: readonly string[]): void {
+  /** Stores a stream from its chunks, each already serialised (with `via`, as putText). */
+  putStream(key: string, meta: Omit<EntryMeta, 'at'>, chunks: readonly string[], via?: CacheWrite): void {
     const head = JSON.stringify({ kind: 'stream', at: this.now(), backend: meta.backend, model: meta.model });
-    this.write(key, `${head.slice(0, -1)},"chunks":[${chunks.join(',')}]}`);
+    this.write(key, `${head.slice(0, -1)},"chunks":[${chunks.join(',')}]}`, via);
   }
 
-  private write(key: string, value: string, via?: (ttlMs: number) => void): void {
+  private write(key: string, value: string, via?: CacheWrite): void {
     if (value.length > this.cfg.max_entry_bytes) {
       this.stats.too_large++;
       return;
     }
     this.stats.stored++;
-    if (via) via(this.cfg.ttl_seconds * 1000);
+    if (via) via(value, this.cfg.ttl_seconds * 1000);
     else void this.store.cacheSet(key, value, this.cfg.ttl_seconds * 1000).catch(() => {});
   }
 

@@ -163,7 +163,9 @@ export async function pump<P extends StreamPart>(
     tap.finish();
     lead?.end();
     adm?.settle(usage, r.target.target.price);
-    if (tap.bytes <= max) s.cache?.putStream(key, { backend: r.target.backend, model: r.target.model }, tap.chunks);
+    // a store that sees the cache keeps the entry with the flight's release, in one operation
+    const via = lead?.storesAnswers ? (text: string, ms: number) => lead.cache(text, ms) : undefined;
+    if (tap.bytes <= max) s.cache?.putStream(key, { backend: r.target.backend, model: r.target.model }, tap.chunks, via);
   } catch (err) {
     tap.finish(err);
     lead?.fail(err);

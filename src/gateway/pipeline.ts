@@ -241,7 +241,7 @@ export class Pipeline {
         const stored = s.cache.jsonText({ backend: r.target.backend, model: r.target.model }, r.result);
         // a store that sees the cache keeps the entry with the answer's publication, in one operation
         let cacheMs: number | undefined;
-        s.cache.putText(key, stored, lead?.storesAnswers ? (ms) => void (cacheMs = ms) : undefined);
+        s.cache.putText(key, stored, lead?.storesAnswers ? (_, ms) => void (cacheMs = ms) : undefined);
         lead?.json(stored, cacheMs);
         return withServed(r, this.served(adm, status));
       } catch (err) {

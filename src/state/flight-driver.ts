@@ -14,7 +14,10 @@ export interface FlightEntry {
 
 export interface AppendOptions {
   endLingerMs?: number | undefined;
+  /** store a cache entry under the flight's key for this long: `cacheText`, else the `j` entry appended */
   cacheMs?: number | undefined;
+  /** a stream's cache entry (a JSON answer's is its `j` entry) */
+  cacheText?: string | undefined;
   /** only while no follower is attached: otherwise nothing is done (`append` answers false) */
   alone?: boolean | undefined;
 }
@@ -43,10 +46,10 @@ export interface FlightDriver {
   /** Keeps the flight live (and its claim while it is `id`'s); the attached followers, or -1 when it is not live. */
   refresh(key: string, id: string, ttlMs: number): Promise<number>;
   /**
-   * Appends `entries`; with `o.cacheMs` (drivers with `lookup`), a `j` entry among them is also
-   * stored as `key`'s cache entry for that long; with `o.endLingerMs`, then ends the flight as
-   * `release` does. All in one store operation; false when `o.alone` and a follower is attached
-   * (then nothing was done).
+   * Appends `entries`; with `o.cacheMs` (drivers with `lookup`), `o.cacheText` or else a `j` entry
+   * among them is also stored as `key`'s cache entry for that long; with `o.endLingerMs`, then ends
+   * the flight as `release` does. All in one store operation; false when `o.alone` and a follower
+   * is attached (then nothing was done, the cache entry included).
    */
   append(key: string, id: string, entries: FlightEntry[], ttlMs: number, o?: AppendOptions): Promise<boolean>;
   /**

@@ -58,6 +58,16 @@ async function lookup(store: MemoryStore, t: FlightTable, key: string, id: strin
   return entry !== undefined ? { entry } : { holder: await t.claim(key, id, ttlMs) };
 }
 
+/** Appends to the flight and, when done and told to, stores the cache entry (the `j` entry unless given). */
+async function append(store: MemoryStore, t: FlightTable, f: Extract<FlightOp, { m: 'append' }>): Promise<boolean> {
+  const o = f.o;
+  if (!(await t.append(f.key, f.id, f.entries, f.ttlMs, o))) return false;
+  if (o?.cacheMs === undefined) return true;
+  const text = o.cacheText ?? f.entries.find((e) => e.k === 'j')?.v;
+  if (text !== undefined) await store.cacheSet(f.key, text, o.cacheMs);
+  return true;
+}
+
 function runFlight(store: MemoryStore, t: FlightTable, f: FlightOp): Promise<unknown> {
   switch (f.m) {
     case 'claim':
@@ -67,8 +77,7 @@ function runFlight(store: MemoryStore, t: FlightTable, f: FlightOp): Promise<unk
     case 'refresh':
       return t.refresh(f.key, f.id, f.ttlMs);
     case 'append':
-      if (f.o?.cacheMs !== undefined) for (const e of f.entries) if (e.k === 'j') void store.cacheSet(f.key, e.v, f.o.cacheMs);
-      return t.append(f.key, f.id, f.entries, f.ttlMs, f.o);
+      return append(store, t, f);
     case 'unclaim':
       return t.unclaim(f.key, f.id);
     case 'release':
@@ -122,6 +131,23 @@ function run(store: MemoryStore, o: StateOp, flights: FlightTable | undefined): 
   }
 }
 
+/** A worker's flight driver: each operation sent (`f`) to run on the primary's table and store. */
+export function ipcFlightDriver(f: (op: FlightOp) => Promise<unknown>): FlightDriver {
+  return {
+    claim: async (key, id, ttlMs) => (await f({ m: 'claim', key, id, ttlMs })) as string,
+    refresh: async (key, id, ttlMs) => (await f({ m: 'refresh', key, id, ttlMs })) as number,
+    lookup: async (key, id, ttlMs) => (await f({ m: 'lookup', key, id, ttlMs })) as FlightLookup,
+    append: async (key, id, entries, ttlMs, o) => (await f({ m: 'append', key, id, entries, ttlMs, o })) as boolean,
+    unclaim: async (key, id) => void (await f({ m: 'unclaim', key, id })),
+    release: async (key, id, lingerMs) => void (await f({ m: 'release', key, id, lingerMs })),
+    attach: async (key, id, follower, ttlMs) => void (await f({ m: 'attach', key, id, follower, ttlMs })),
+    detach: async (key, id, follower) => void (await f({ m: 'detach', key, id, follower })),
+    read: async (key, id, cursor, waitMs) => (await f({ m: 'read', key, id, cursor, waitMs })) as FlightRead,
+    watch: async (key, id, waitMs) => (await f({ m: 'watch', key, id, waitMs })) as number,
+    close: () => {},
+  };
+}
+
 /** Worker side: the StateStore whose state lives in the primary. */
 export class IpcStore implements StateStore {
   readonly kind = 'memory' as const;
@@ -130,21 +156,7 @@ export class IpcStore implements StateStore {
   private entries = 0;
 
   constructor(private readonly call: (o: StateOp) => Promise<unknown>) {
-    const f = async (op: FlightOp): Promise<unknown> => this.ask({ op: 'flight', f: op });
-    const driver: FlightDriver = {
-      claim: async (key, id, ttlMs) => (await f({ m: 'claim', key, id, ttlMs })) as string,
-      refresh: async (key, id, ttlMs) => (await f({ m: 'refresh', key, id, ttlMs })) as number,
-      lookup: async (key, id, ttlMs) => (await f({ m: 'lookup', key, id, ttlMs })) as FlightLookup,
-      append: async (key, id, entries, ttlMs, o) => (await f({ m: 'append', key, id, entries, ttlMs, o })) as boolean,
-      unclaim: async (key, id) => void (await f({ m: 'unclaim', key, id })),
-      release: async (key, id, lingerMs) => void (await f({ m: 'release', key, id, lingerMs })),
-      attach: async (key, id, follower, ttlMs) => void (await f({ m: 'attach', key, id, follower, ttlMs })),
-      detach: async (key, id, follower) => void (await f({ m: 'detach', key, id, follower })),
-      read: async (key, id, cursor, waitMs) => (await f({ m: 'read', key, id, cursor, waitMs })) as FlightRead,
-      watch: async (key, id, waitMs) => (await f({ m: 'watch', key, id, waitMs })) as number,
-      close: () => {},
-    };
-    this.flights = new SharedFlights(driver);
+    this.flights = new SharedFlights(ipcFlightDriver((op) => this.ask({ op: 'flight', f: op })));
   }
 
   private async ask(o: StateOp): Promise<unknown> {

@@ -105,8 +105,9 @@ export class FlightLead {
   private held: FlightEntry[] | undefined;
   private sending = false;
   private scheduled = false;
-  /** the JSON answer is also the cache entry, kept this long (stored with its publication) */
+  /** the cache entry, kept this long, stored with the next write (a JSON answer's is its `j` entry) */
   private cacheMs: number | undefined;
+  private cacheText: string | undefined;
   private closed = false;
   private released = false;
   private bytes = 0;
@@ -205,7 +206,7 @@ export class FlightLead {
     this.put({ k: 'p', v: text });
   }
 
-  /** Whether the store keeps the JSON answer as the cache entry too, when told to (`json`'s `cacheMs`). */
+  /** Whether the store keeps the answer's cache entry with the release, when told to (`json`, `cache`). */
   get storesAnswers(): boolean {
     return this.d.lookup !== undefined;
   }
@@ -218,6 +219,13 @@ export class FlightLead {
     if (text.length > this.maxBytes) return this.put(failure('upstream_response_too_large', 'too large to share'));
     this.cacheMs = cacheMs;
     this.put({ k: 'j', v: text });
+  }
+
+  /** A stream's cache entry (`storesAnswers`): stored for `ms` with the release, in the same operation. */
+  cache(text: string, ms: number): void {
+    if (this.closed) return;
+    this.cacheText = text;
+    this.cacheMs = ms;
   }
 
   end(): void {
@@ -270,14 +278,16 @@ export class FlightLead {
       // a stream nobody has followed ends unpublished, unless a follower attached since the last watch
       const alone = last && this.held !== undefined ? true : undefined;
       // a lost write shows as a claim without its end: followers fail instead of hanging
-      const cacheMs = this.cacheMs;
-      this.cacheMs = undefined;
+      const { cacheMs, cacheText } = this;
+      this.cacheMs = this.cacheText = undefined;
       const done = await this.d
-        .append(this.key, this.id, batch, this.ttlMs + LINGER_MS, { endLingerMs: last ? LINGER_MS : undefined, cacheMs, alone })
+        .append(this.key, this.id, batch, this.ttlMs + LINGER_MS, { endLingerMs: last ? LINGER_MS : undefined, cacheMs, cacheText, alone })
         .catch(() => true);
       if (!done) {
-        // the release did nothing: everything held goes out with it instead
+        // the release did nothing (the cache entry neither): everything held goes out with them instead
         this.released = false;
+        this.cacheMs = cacheMs;
+        this.cacheText = cacheText;
         this.publish();
       }
     }
