@@ -16,6 +16,7 @@ import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { GatewayError } from '../src/errors/gateway-error.ts';
 import { FlightTable } from '../src/state/flight-table.ts';
+import { LeaderNotices } from '../src/state/flight-notices.ts';
 import { ipcFlightDriver, serveStateOp } from '../src/state/ipc.ts';
 import { MemoryStore } from '../src/state/memory.ts';
 import { RedisFlights } from '../src/state/redis-flights.ts';
@@ -302,8 +303,50 @@ scenarios('memory table', () => ({ driver: new FlightTable() }));
 scenarios('memory store over IPC', () => {
   const store = new MemoryStore({ maxEntries: 100, maxBytes: 1 << 20 });
   const table = new FlightTable();
-  return { driver: ipcFlightDriver(async (op) => (await serveStateOp(store, { op: 'flight', f: op }, table)).value) };
+  // the primary tells the leading worker when a follower attaches, as the cluster's does
+  const notices = new LeaderNotices();
+  return { driver: ipcFlightDriver(async (op) => (await serveStateOp(store, { op: 'flight', f: op }, table, (id) => notices.heard(id))).value, notices) };
 }, false, true);
+
+describe('shared flights: a worker leading over IPC', { timeout: 30_000 }, () => {
+  it('a streamed miss nobody follows is two operations, the lookup and the release with its cache entry; a follower still gets it all', async () => {
+    const store = new MemoryStore({ maxEntries: 100, maxBytes: 1 << 20 });
+    const table = new FlightTable();
+    const notices = new LeaderNotices();
+    const ops: string[] = [];
+    const flights = new SharedFlights(
+      ipcFlightDriver(async (op) => {
+        ops.push(op.m);
+        return (await serveStateOp(store, { op: 'flight', f: op }, table, (id) => notices.heard(id))).value;
+      }, notices),
+      60_000,
+    );
+    const a = await flights.lookup('alone', 1 << 20);
+    assert.ok(a?.lead);
+    a.lead.head('up', 'm1');
+    a.lead.part('{"n":1}');
+    a.lead.end();
+    a.lead.cache('{"kind":"stream"}', 60_000);
+    a.lead.close();
+    await until('released', () => ops.includes('append') && table.size === 1, 5000);
+    assert.deepEqual(ops, ['lookup', 'append']);
+    assert.deepEqual(await flights.lookup('alone', 1 << 20), { entry: '{"kind":"stream"}' });
+
+    // a follower that attaches while the leader waits is heard of at once (its refresh is 20 s away)
+    const b = await flights.lookup('followed', 1 << 20);
+    const c = await flights.lookup('followed', 1 << 20);
+    assert.ok(b?.lead && c?.follow);
+    b.lead.head('up', 'm1');
+    b.lead.part('{"n":1}');
+    const sink = new Sink();
+    assert.deepEqual(await c.follow.stream(never, sink), { backend: 'up', model: 'm1' });
+    b.lead.end();
+    b.lead.close();
+    assert.equal(await sink.done, 'clean');
+    assert.deepEqual(sink.texts, ['{"n":1}']);
+    assert.equal(ops.filter((m) => m === 'watch').length, 0, `the leader never asked (${ops.join(' ')})`);
+  });
+});
 
 let dir: string | undefined;
 let redis: RedisServer | undefined;
@@ -352,5 +395,80 @@ describe('shared flights: redis scripts', { skip: redisSkip, timeout: 30_000 }, 
     assert.equal(after.eval, before.eval, 'no script text sent once loaded');
     assert.ok(after.evalsha >= before.evalsha + 2, `claims and the release by SHA (${before.evalsha} → ${after.evalsha})`);
     flights.close();
+  });
+});
+
+describe('shared flights: a redis leader hears of its followers', { skip: redisSkip, timeout: 30_000 }, () => {
+  /** A driver whose process channel is subscribed (a first flight opened it), and its flights. */
+  async function listening(name: string, ttlMs: number): Promise<{ driver: RedisFlights; flights: SharedFlights }> {
+    const driver = new RedisFlights(client as Redis, `sy-${name}-${process.pid}:`, 1000);
+    const flights = new SharedFlights(driver, ttlMs);
+    (await flights.claim(`${name}-warm-up`, 1 << 20))?.lead?.close();
+    await until('the channel is subscribed', () => driver.listening, 5000);
+    return { driver, flights };
+  }
+
+  /** The commands Redis runs from now on (the scripts' own included), until `stop`. */
+  async function monitored(): Promise<{ sent: string[]; stop: () => void }> {
+    const c = new Redis((redis as RedisServer).url);
+    const sent: string[] = [];
+    const m = await c.monitor();
+    m.on('monitor', (_time: string, args: string[]) => sent.push(String(args[0]).toLowerCase()));
+    return {
+      sent,
+      stop: () => {
+        m.disconnect();
+        c.disconnect();
+      },
+    };
+  }
+
+  it("a stream's leader sends no command while it waits; a follower's attach tells it, and it gets the whole stream", async () => {
+    // refreshes every 20 s: within this test only the follower's notice can make the leader publish
+    const { driver, flights } = await listening('heard', 60_000);
+    const m = await monitored();
+    try {
+      const a = await flights.claim('heard', 1 << 20);
+      assert.ok(a?.lead);
+      a.lead.head('up', 'm1');
+      a.lead.part('{"n":1}');
+      const b = await flights.claim('heard', 1 << 20);
+      assert.ok(b?.follow);
+      const sink = new Sink();
+      assert.deepEqual(await b.follow.stream(never, sink), { backend: 'up', model: 'm1' });
+      a.lead.part('{"n":2}');
+      a.lead.end();
+      a.lead.close();
+      assert.equal(await sink.done, 'clean');
+      assert.deepEqual(sink.texts, ['{"n":1}', '{"n":2}']);
+      assert.ok(m.sent.includes('publish'), `the attach told the leader (${m.sent.join(' ')})`);
+      assert.equal(m.sent.filter((c) => c === 'scard').length, 0, `the leader never counted its followers (${m.sent.join(' ')})`);
+    } finally {
+      m.stop();
+      driver.close();
+    }
+  });
+
+  it('a notice that never arrives is made up by the next refresh', async () => {
+    const { driver, flights } = await listening('unheard', 600);
+    try {
+      const a = await flights.claim('unheard', 1 << 20);
+      assert.ok(a?.lead);
+      a.lead.head('up', 'm1');
+      a.lead.part('{"n":1}');
+      // a follower attached while the leader's subscription was down: in the set, never published
+      await (client as Redis).sadd(`sy-unheard-${process.pid}:{f:unheard}:${a.lead.id}:fol`, 'quiet');
+      const seen = new Promise<number>((resolve) => (a.lead.onFollowers = (n) => n > 0 && resolve(n)));
+      assert.equal(await seen, 1);
+      await until('the held log is published', async () => (await driver.read('unheard', a.lead.id, '', 10)).entries.length === 2, 5000);
+      assert.deepEqual(
+        (await driver.read('unheard', a.lead.id, '', 10)).entries.map((e) => e.k),
+        ['h', 'p'],
+      );
+      a.lead.end();
+      a.lead.close();
+    } finally {
+      driver.close();
+    }
   });
 });

@@ -102,7 +102,8 @@ export function runPrimary(opts: PrimaryOptions): void {
           logger.info('worker started', { worker: slot.index, pid: worker.process.pid ?? 0 });
           if (!announced && slots.every((s) => s.listening)) announce();
         },
-        state: (o) => serveStateOp(sharedStore(), o as StateOp, flights),
+        // a follower attached to a flight this worker leads: told at once, so its leader waits without asking
+        state: (o) => serveStateOp(sharedStore(), o as StateOp, flights, (id) => void rpc.call('flightFollowed', id).catch(() => {})),
         status: async (): Promise<WorkerSummary[]> =>
           Promise.all(
             slots.map(async (s): Promise<WorkerSummary> => {

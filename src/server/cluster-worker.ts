@@ -8,6 +8,7 @@
 import type { LoadedConfig } from '../config/load.ts';
 import type { Config } from '../config/schema.ts';
 import { IpcStore, type StateOp } from '../state/ipc.ts';
+import { LeaderNotices } from '../state/flight-notices.ts';
 import type { LogFields, Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { localMetrics } from './cluster-metrics.ts';
@@ -51,6 +52,8 @@ export function runWorker(start: WorkerStart, index: number): void {
   let logger: Logger | undefined;
   let stopping = false;
 
+  // the flights this worker leads, told by the primary when a follower attaches (every generation's store)
+  const notices = new LeaderNotices();
   const rpc = new Rpc(
     (m, onError) => {
       if (!process.send) throw new Error('no IPC channel to the primary');
@@ -65,11 +68,12 @@ export function runWorker(start: WorkerStart, index: number): void {
       },
       localMetrics: async () => (running ? localMetrics(running.deps.metrics.registry) : []),
       localStatus: async (): Promise<WorkerSummary | undefined> => (running ? workerSummary(index, running.generations.deps, Date.now()) : undefined),
+      flightFollowed: (id) => notices.heard(String(id)),
     },
   );
   process.on('message', (m: unknown) => rpc.receive(m));
   process.on('disconnect', () => rpc.closed('the primary is gone'));
-  useSharedMemoryStore(() => new IpcStore((o: StateOp) => rpc.call('state', o)));
+  useSharedMemoryStore(() => new IpcStore((o: StateOp) => rpc.call('state', o), notices));
 
   // The first configuration is asked for (a message sent before this module had loaded would be lost):
   // listen, then tell the primary; a worker that cannot listen exits 1 (the primary decides what follows).

@@ -35,6 +35,8 @@ export interface FlightRead {
 
 /** What a store offers for shared flights (memory table: flight-table.ts; Redis: redis-flights.ts). */
 export interface FlightDriver {
+  /** A new flight's id (default: random); a driver may make it name the process that leads it. */
+  newId?(): string;
   /** Claims `key` for flight `id` (live from now) unless a claim exists; the id of the flight holding it. */
   claim(key: string, id: string, ttlMs: number): Promise<string>;
   /**
@@ -74,7 +76,7 @@ export const FLIGHT_TTL_MS = 5000;
 export const READ_WAIT_MS = 1000;
 /** A finished flight's log stays readable this long for followers that are behind. */
 export const LINGER_MS = 10_000;
-/** A driver that cannot wait for a follower to attach (Redis) is asked this often while a stream runs. */
+/** A driver that cannot wait for a follower to attach (Redis without its subscription) is asked this often while a stream runs. */
 export const WATCH_POLL_MS = 75;
 
 /** What a failure entry becomes for a follower: the error a local follower would see. */

@@ -2,9 +2,10 @@
  * Shared flights in one process's memory: the cluster primary holds one table for all its
  * workers (they reach it over IPC, state/ipc.ts). Claims and flights' liveness expire by the clock
  * as Redis keys do; a read waits (long poll) until an entry arrives, the flight ends or `waitMs`
- * passes, and a leader's watch until a follower attaches (so over IPC the primary answers the
- * leader's worker the moment one does). Logs of leaders that went away are dropped once their TTL has passed without an append or
- * refresh. Expired claims and logs are read as absent at once and swept out at most once per
+ * passes, and a leader's watch until a follower attaches. A claim may carry a notice to send when
+ * a follower attaches instead (over IPC the primary calls the leader's worker, so the leader waits
+ * without asking). Logs of leaders that went away are dropped once their TTL has passed without an
+ * append or refresh. Expired claims and logs are read as absent at once and swept out at most once per
  * SWEEP_MS: a finished flight's log lingers, so a sweep on every claim would walk every flight of
  * the last LINGER_MS.
  */
@@ -20,6 +21,8 @@ interface Log {
   waiters: Array<() => void>;
   /** leaders waiting for a follower to attach */
   watchers: Array<() => void>;
+  /** told when a follower attaches (the claim's `followed`) */
+  followed: (() => void) | undefined;
 }
 
 const SWEEP_MS = 1000;
@@ -54,13 +57,14 @@ export class FlightTable implements FlightDriver {
     }
   }
 
-  async claim(key: string, id: string, ttlMs: number): Promise<string> {
+  /** As the driver's; `followed` (when this claim leads) is called each time a follower attaches. */
+  async claim(key: string, id: string, ttlMs: number, followed?: () => void): Promise<string> {
     this.sweep();
     const c = this.claims.get(key);
     if (c && c.until > this.now()) return c.id;
     const until = this.now() + ttlMs;
     this.claims.set(key, { id, until });
-    this.logs.set(`${key}\n${id}`, { entries: [], followers: new Set(), live: until, until, waiters: [], watchers: [] });
+    this.logs.set(`${key}\n${id}`, { entries: [], followers: new Set(), live: until, until, waiters: [], watchers: [], followed });
     return id;
   }
 
@@ -106,6 +110,7 @@ export class FlightTable implements FlightDriver {
     if (!l) return;
     l.followers.add(follower);
     wakeWatchers(l);
+    l.followed?.();
   }
 
   async watch(key: string, id: string, waitMs: number): Promise<number> {

@@ -6,6 +6,7 @@
  * arrive — the same atomicity the memory store has in one process. The transport (the IPC channel
  * node:cluster opens) is the caller's: `call` sends one operation and resolves with its result.
  */
+import type { LeaderNotices } from './flight-notices.ts';
 import type { FlightTable } from './flight-table.ts';
 import type { MemoryStore } from './memory.ts';
 import { SharedFlights, type AppendOptions, type FlightDriver, type FlightEntry, type FlightLookup, type FlightRead } from './shared-flights.ts';
@@ -47,15 +48,18 @@ export interface StateAnswer {
 }
 
 /** Primary side: runs one operation on the shared store (flights: on the primary's flight table). */
-export async function serveStateOp(store: MemoryStore, o: StateOp, flights?: FlightTable): Promise<StateAnswer> {
-  const value = await run(store, o, flights);
+export async function serveStateOp(store: MemoryStore, o: StateOp, flights?: FlightTable, followed?: Followed): Promise<StateAnswer> {
+  const value = await run(store, o, flights, followed);
   return { value, entries: store.cacheEntries() };
 }
 
+/** Tells the worker that sent an operation that a follower attached to flight `id` it leads. */
+export type Followed = (id: string) => void;
+
 /** The cached entry under `key` (the store's), else the claim: one operation for both. */
-async function lookup(store: MemoryStore, t: FlightTable, key: string, id: string, ttlMs: number): Promise<FlightLookup> {
-  const entry = await store.cacheGet(key);
-  return entry !== undefined ? { entry } : { holder: await t.claim(key, id, ttlMs) };
+async function lookup(store: MemoryStore, t: FlightTable, f: { key: string; id: string; ttlMs: number }, followed: Followed | undefined): Promise<FlightLookup> {
+  const entry = await store.cacheGet(f.key);
+  return entry !== undefined ? { entry } : { holder: await t.claim(f.key, f.id, f.ttlMs, followed && (() => followed(f.id))) };
 }
 
 /** Appends to the flight and, when done and told to, stores the cache entry (the `j` entry unless given). */
@@ -68,12 +72,12 @@ async function append(store: MemoryStore, t: FlightTable, f: Extract<FlightOp, {
   return true;
 }
 
-function runFlight(store: MemoryStore, t: FlightTable, f: FlightOp): Promise<unknown> {
+function runFlight(store: MemoryStore, t: FlightTable, f: FlightOp, followed: Followed | undefined): Promise<unknown> {
   switch (f.m) {
     case 'claim':
-      return t.claim(f.key, f.id, f.ttlMs);
+      return t.claim(f.key, f.id, f.ttlMs, followed && (() => followed(f.id)));
     case 'lookup':
-      return lookup(store, t, f.key, f.id, f.ttlMs);
+      return lookup(store, t, f, followed);
     case 'refresh':
       return t.refresh(f.key, f.id, f.ttlMs);
     case 'append':
@@ -97,11 +101,11 @@ function runFlight(store: MemoryStore, t: FlightTable, f: FlightOp): Promise<unk
   }
 }
 
-function run(store: MemoryStore, o: StateOp, flights: FlightTable | undefined): Promise<unknown> | unknown {
+function run(store: MemoryStore, o: StateOp, flights: FlightTable | undefined, followed: Followed | undefined): Promise<unknown> | unknown {
   switch (o.op) {
     case 'flight':
       if (!flights) throw new Error('no shared flights here');
-      return runFlight(store, flights, o.f);
+      return runFlight(store, flights, o.f, followed);
     case 'admit':
       return store.admitSync(o.r);
     case 'settle':
@@ -131,19 +135,42 @@ function run(store: MemoryStore, o: StateOp, flights: FlightTable | undefined): 
   }
 }
 
-/** A worker's flight driver: each operation sent (`f`) to run on the primary's table and store. */
-export function ipcFlightDriver(f: (op: FlightOp) => Promise<unknown>): FlightDriver {
+/**
+ * A worker's flight driver: each operation sent (`f`) to run on the primary's table and store.
+ * With `notices` (the primary tells this worker when a follower attaches to a flight it leads:
+ * serveStateOp's `followed`), a leader's watch waits on them and sends nothing.
+ */
+export function ipcFlightDriver(f: (op: FlightOp) => Promise<unknown>, notices?: LeaderNotices): FlightDriver {
+  const leads = (id: string, holder: string): string => {
+    if (holder === id) notices?.lead(id);
+    return holder;
+  };
+  const ends = async <T>(id: string, ending: boolean, op: Promise<T>, done: (v: T) => boolean = () => true): Promise<T> => {
+    try {
+      const v = await op;
+      if (ending && done(v)) notices?.ended(id);
+      return v;
+    } catch (err) {
+      if (ending) notices?.ended(id);
+      throw err;
+    }
+  };
   return {
-    claim: async (key, id, ttlMs) => (await f({ m: 'claim', key, id, ttlMs })) as string,
+    claim: async (key, id, ttlMs) => leads(id, (await f({ m: 'claim', key, id, ttlMs })) as string),
     refresh: async (key, id, ttlMs) => (await f({ m: 'refresh', key, id, ttlMs })) as number,
-    lookup: async (key, id, ttlMs) => (await f({ m: 'lookup', key, id, ttlMs })) as FlightLookup,
-    append: async (key, id, entries, ttlMs, o) => (await f({ m: 'append', key, id, entries, ttlMs, o })) as boolean,
+    lookup: async (key, id, ttlMs) => {
+      const r = (await f({ m: 'lookup', key, id, ttlMs })) as FlightLookup;
+      if (r.holder !== undefined) leads(id, r.holder);
+      return r;
+    },
+    append: (key, id, entries, ttlMs, o) => ends(id, o?.endLingerMs !== undefined, f({ m: 'append', key, id, entries, ttlMs, o }) as Promise<boolean>, (v) => v),
     unclaim: async (key, id) => void (await f({ m: 'unclaim', key, id })),
-    release: async (key, id, lingerMs) => void (await f({ m: 'release', key, id, lingerMs })),
+    release: (key, id, lingerMs) => ends(id, true, f({ m: 'release', key, id, lingerMs }).then(() => {})),
     attach: async (key, id, follower, ttlMs) => void (await f({ m: 'attach', key, id, follower, ttlMs })),
     detach: async (key, id, follower) => void (await f({ m: 'detach', key, id, follower })),
     read: async (key, id, cursor, waitMs) => (await f({ m: 'read', key, id, cursor, waitMs })) as FlightRead,
-    watch: async (key, id, waitMs) => (await f({ m: 'watch', key, id, waitMs })) as number,
+    watch: async (key, id, waitMs) => (notices ? notices.wait(id, waitMs) : ((await f({ m: 'watch', key, id, waitMs })) as number)),
+    // the notices outlive a generation's store (every generation of the worker shares them)
     close: () => {},
   };
 }
@@ -155,8 +182,12 @@ export class IpcStore implements StateStore {
   readonly flights: SharedFlights;
   private entries = 0;
 
-  constructor(private readonly call: (o: StateOp) => Promise<unknown>) {
-    this.flights = new SharedFlights(ipcFlightDriver((op) => this.ask({ op: 'flight', f: op })));
+  /** `notices`: what the primary tells this worker of followers attaching to the flights it leads. */
+  constructor(
+    private readonly call: (o: StateOp) => Promise<unknown>,
+    notices?: LeaderNotices,
+  ) {
+    this.flights = new SharedFlights(ipcFlightDriver((op) => this.ask({ op: 'flight', f: op }), notices));
   }
 
   private async ask(o: StateOp): Promise<unknown> {

@@ -6,9 +6,15 @@
  *   <prefix>{f:<key>}:<id>:log     a Redis Stream, one entry (fields k, v) per published entry
  *   <prefix>{f:<key>}:<id>:fol     the set of attached followers
  * The log and the follower set expire LINGER after the flight ends, or a TTL after its last append
- * or refresh when its leader died. A stream's leader polls the follower set (SCARD) every
- * WATCH_POLL_MS until one attaches: it publishes nothing before. Followers wait with XREAD BLOCK on connections of their own (a
+ * or refresh when its leader died. Followers wait with XREAD BLOCK on connections of their own (a
  * blocked connection serves nothing else); idle ones are kept for the next follower.
+ * A stream's leader publishes nothing until a follower attaches, and hears of one without asking:
+ * a flight's id starts with its process's token, and a follower's attach PUBLISHes the id on
+ * `<prefix>flights:<token>`, the channel that process subscribes to (one connection of its own,
+ * opened with its first flight). A notice lost while that connection is down is made up by the
+ * leader's next refresh (a third of the TTL), which counts the followers; a flight claimed before
+ * the subscription was in place counts them once (SCARD) at its first watch. Without a working
+ * subscription the leader polls the follower set every WATCH_POLL_MS.
  * A cache lookup and its claim are one script (LOOKUP), and so are a JSON answer's publication, its
  * cache entry and the release (APPEND): those two also touch the store's cache entry key, outside
  * the hash tag (one Redis server, not a cluster).
@@ -17,6 +23,8 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
+import { randomHex } from '../lib/random-id.ts';
+import { LeaderNotices } from './flight-notices.ts';
 import { runScript, script, type Script } from './redis-scripts.ts';
 import { LINGER_MS, READ_WAIT_MS, SharedFlights, WATCH_POLL_MS, type AppendOptions, type FlightDriver, type FlightEntry, type FlightEntryKind, type FlightLookup, type FlightRead } from './shared-flights.ts';
 
@@ -90,10 +98,21 @@ const KINDS: ReadonlySet<string> = new Set<FlightEntryKind>(['h', 'p', 'j', 'e',
 
 type StreamReply = Array<[string, Array<[string, string[]]>]> | null;
 
+/** After a failed subscription, flights poll for followers this long before one tries again. */
+const RESUBSCRIBE_MS = 5000;
+/** Hex digits of a flight id that name its process (the channel its leader hears followers on). */
+const TOKEN_CHARS = 12;
+
 export class RedisFlights implements FlightDriver {
   private readonly idle: Redis[] = [];
   private readonly busy = new Set<Redis>();
   private closed = false;
+  private readonly token = randomHex(TOKEN_CHARS / 2);
+  private readonly notices = new LeaderNotices();
+  private sub: Redis | undefined;
+  private subscribed: Promise<boolean> | undefined;
+  /** whether this process's channel is subscribed (leaders hear of followers without asking) */
+  listening = false;
 
   constructor(
     private readonly redis: Redis,
@@ -112,10 +131,50 @@ export class RedisFlights implements FlightDriver {
     return [`${base}:claim`, `${base}:${id}:log`, `${base}:${id}:fol`, `${base}:${id}:live`];
   }
 
+  /** A flight id: this process's token, then random digits. */
+  newId(): string {
+    return this.token + randomHex(6);
+  }
+
+  private channel(id: string): string {
+    return `${this.prefix}flights:${id.slice(0, TOKEN_CHARS)}`;
+  }
+
+  /** Subscribes this process's channel once (true once subscribed; false when it cannot). */
+  private subscription(): Promise<boolean> {
+    this.subscribed ??= (async (): Promise<boolean> => {
+      const sub = this.redis.duplicate({ enableOfflineQueue: true, maxRetriesPerRequest: 1 });
+      this.sub = sub;
+      sub.on('error', () => {});
+      sub.on('message', (_channel: string, id: string) => this.notices.heard(id));
+      try {
+        await sub.subscribe(this.channel(this.token));
+        this.listening = true;
+        return true;
+      } catch {
+        // polled meanwhile; a flight a while later tries again
+        sub.disconnect();
+        this.sub = undefined;
+        setTimeout(() => (this.subscribed = undefined), RESUBSCRIBE_MS).unref();
+        return false;
+      }
+    })();
+    return this.subscribed;
+  }
+
+  /** `holder` (a claim's answer) is `id`'s: this process leads it and listens for its followers. */
+  private leads(id: string, holder: string): string {
+    if (holder === id && !this.closed) {
+      this.notices.lead(id, !this.listening);
+      void this.subscription();
+    }
+    return holder;
+  }
+
   async claim(key: string, id: string, ttlMs: number): Promise<string> {
     if (this.redis.status !== 'ready') throw new Error('redis is not connected');
     const [claim, , , live] = this.keys(key, id);
-    return String(await this.run(CLAIM, [claim, live], [id, ttlMs]));
+    return this.leads(id, String(await this.run(CLAIM, [claim, live], [id, ttlMs])));
   }
 
   async lookup(key: string, id: string, ttlMs: number): Promise<FlightLookup> {
@@ -129,7 +188,7 @@ export class RedisFlights implements FlightDriver {
       throw err;
     }
     this.gate?.ok();
-    return r[0] === 1 ? { entry: String(r[1]) } : { holder: String(r[1]) };
+    return r[0] === 1 ? { entry: String(r[1]) } : { holder: this.leads(id, String(r[1])) };
   }
 
   async refresh(key: string, id: string, ttlMs: number): Promise<number> {
@@ -139,14 +198,35 @@ export class RedisFlights implements FlightDriver {
   async append(key: string, id: string, entries: FlightEntry[], ttlMs: number, o?: AppendOptions): Promise<boolean> {
     const args: Array<string | number> = [id, ttlMs, o?.endLingerMs ?? 0, o?.cacheMs === undefined ? 0 : Math.max(1, Math.round(o.cacheMs)), o?.alone ? 1 : 0, o?.cacheText ?? ''];
     for (const e of entries) args.push(e.k, e.v);
-    return Number(await this.run(APPEND, [...this.keys(key, id), cacheEntryKey(this.prefix, key)], args)) === 1;
+    let done: boolean;
+    try {
+      done = Number(await this.run(APPEND, [...this.keys(key, id), cacheEntryKey(this.prefix, key)], args)) === 1;
+    } catch (err) {
+      // the leader gives its flight up when its last write fails
+      if (o?.endLingerMs !== undefined) this.notices.ended(id);
+      throw err;
+    }
+    if (done && o?.endLingerMs !== undefined) this.notices.ended(id);
+    return done;
   }
 
-  /** Cannot wait on Redis without a connection of its own: answers at once, or after WATCH_POLL_MS with 0. */
+  /**
+   * Answers 1 when a follower's attach was heard of on this process's channel, else 0 after
+   * `waitMs` (no command sent); without a subscription, polls the follower set (SCARD) every
+   * WATCH_POLL_MS.
+   */
   async watch(key: string, id: string, waitMs: number): Promise<number> {
-    const n = await this.redis.scard(this.keys(key, id)[2]);
-    if (n === 0) await sleep(Math.min(waitMs, WATCH_POLL_MS), undefined, { ref: false });
-    return n;
+    if (!this.notices.leads(id)) return -1;
+    if (!(await this.subscription())) {
+      const n = await this.redis.scard(this.keys(key, id)[2]);
+      if (n === 0) await sleep(Math.min(waitMs, WATCH_POLL_MS), undefined, { ref: false });
+      return n;
+    }
+    if (this.notices.early(id)) {
+      const n = await this.redis.scard(this.keys(key, id)[2]);
+      if (n > 0) return n;
+    }
+    return this.notices.wait(id, waitMs);
   }
 
   async unclaim(key: string, id: string): Promise<void> {
@@ -154,12 +234,14 @@ export class RedisFlights implements FlightDriver {
   }
 
   async release(key: string, id: string, lingerMs: number): Promise<void> {
+    this.notices.ended(id);
     await this.run(RELEASE, this.keys(key, id), [id, lingerMs]);
   }
 
+  /** Joins the follower set, and tells the leader's process on its channel. */
   async attach(key: string, id: string, follower: string, ttlMs: number): Promise<void> {
     const [, , fol] = this.keys(key, id);
-    await this.redis.pipeline().sadd(fol, follower).pexpire(fol, ttlMs).exec();
+    await this.redis.pipeline().sadd(fol, follower).pexpire(fol, ttlMs).publish(this.channel(id), id).exec();
   }
 
   async detach(key: string, id: string, follower: string): Promise<void> {
@@ -203,6 +285,8 @@ export class RedisFlights implements FlightDriver {
 
   close(): void {
     this.closed = true;
+    this.notices.clear();
+    this.sub?.disconnect();
     for (const c of [...this.idle, ...this.busy]) c.disconnect();
     this.idle.length = 0;
     this.busy.clear();

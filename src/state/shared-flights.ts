@@ -19,7 +19,7 @@
  *
  * A stream's leader publishes nothing until a follower is attached (almost always none is: most
  * misses are nobody else's): from its head on it holds its entries back and watches for one
- * (`watch`: the memory table answers when one attaches, Redis is polled every WATCH_POLL_MS); at
+ * (`watch`: the memory table answers when one attaches, Redis hears of it on a channel); at
  * the first it publishes all it held, then every entry as it comes. Its release is conditional
  * (`alone`): when a follower attached since the last watch, the release does nothing and the
  * leader publishes everything, then releases. So a stream nobody follows writes no entry at all.
@@ -57,7 +57,7 @@ export class SharedFlights {
 
   /** Leader or follower of `key`'s flight; undefined when the shared state cannot be reached. */
   async claim(key: string, maxBytes: number): Promise<Claim | undefined> {
-    const id = randomHex(12);
+    const id = this.d.newId?.() ?? randomHex(12);
     let holder: string;
     try {
       holder = await this.d.claim(key, id, this.ttlMs);
@@ -73,7 +73,7 @@ export class SharedFlights {
    */
   async lookup(key: string, maxBytes: number): Promise<Lookup | null | undefined> {
     if (!this.d.lookup) return undefined;
-    const id = randomHex(12);
+    const id = this.d.newId?.() ?? randomHex(12);
     let r: FlightLookup;
     try {
       r = await this.d.lookup(key, id, this.ttlMs);
