@@ -13,6 +13,16 @@ import { DONE, pollable, withEnd, type Pollable } from '../lib/pollable.ts';
 import { ChunkPart, type EventPart, type StreamPart } from '../protocol/stream-part.ts';
 import { eventFromLog, type Flight, type StreamTap } from '../cache/flights.ts';
 
+/** What differs between a stream of chunks and a stream of forwarded events on their way through. */
+export interface StreamKind<P extends StreamPart> {
+  /** the parts as the client gets them, their usage recorded into `sink` */
+  read(src: AsyncIterable<P>, sink: { value: Usage | undefined }): AsyncIterable<P>;
+  /** a coalescing log's parts, from the first, for one more reader */
+  follow(tap: StreamTap, leave: () => void): AsyncIterable<P>;
+  /** a cached stream's entries as parts */
+  replay(entries: readonly unknown[]): AsyncIterable<P>;
+}
+
 /**
  * Drops the usage chunk (and `usage: null` fields) the client did not ask for; records usage. A
  * client that asked gets `usage: null` on every other chunk, as OpenAI sends it, whatever the

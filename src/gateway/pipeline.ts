@@ -25,7 +25,7 @@ import { RawEmbeddingResponse } from '../protocol/embeddings/schema.ts';
 import { Limiter, type Admission, type Principal } from '../limits/limiter.ts';
 import { encodingFor } from '../limits/tokens.ts';
 import type { ResolvedTarget, Routed, Router } from '../router/router.ts';
-import { ended, eventUsage, pump, replay, replayEvents, shapeUsage } from './pipeline-streams.ts';
+import { ended, eventUsage, pump, replay, replayEvents, shapeUsage, type StreamKind } from './pipeline-streams.ts';
 import { free, streamAnswer, withHeaders, withServed } from './answers.ts';
 import type { ChunkPart, EventPart, StreamPart } from '../protocol/stream-part.ts';
 import type { Claim, Lookup } from '../state/shared-flights.ts';
@@ -48,16 +48,6 @@ interface Prep {
 function letGo(pre: Lookup | null | undefined): void {
   pre?.lead?.close();
   pre?.follow?.close();
-}
-
-/** What differs between a stream of chunks and a stream of forwarded events on their way through. */
-interface StreamKind<P extends StreamPart> {
-  /** the parts as the client gets them, their usage recorded into `sink` */
-  read(src: AsyncIterable<P>, sink: { value: Usage | undefined }): AsyncIterable<P>;
-  /** a coalescing log's parts, from the first, for one more reader */
-  follow(tap: StreamTap, leave: () => void): AsyncIterable<P>;
-  /** a cached stream's entries as parts */
-  replay(entries: readonly unknown[]): AsyncIterable<P>;
 }
 
 export class Pipeline {
