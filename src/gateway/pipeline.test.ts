@@ -24,7 +24,10 @@ import { Router, type StreamHooks } from '../router/router.ts';
 import type { Clock } from '../router/types.ts';
 import { createServices, type BuiltServices } from '../server/services.ts';
 import { FlightTable } from '../state/flight-table.ts';
+import { LeaderNotices } from '../state/flight-notices.ts';
+import { IpcStore, serveStateOp, type StateOp } from '../state/ipc.ts';
 import { MemoryStore } from '../state/memory.ts';
+import type { StateStore } from '../state/store.ts';
 import { SharedFlights } from '../state/shared-flights.ts';
 import { createLogger } from '../telemetry/logger.ts';
 import { Pipeline, type Job } from './pipeline.ts';
@@ -110,7 +113,7 @@ const hooks: StreamHooks<ChunkPart<ChatCompletionChunk>> = {
  * easy to read), another model `n`, the cache on, and a key `k` with `limits`. With `table`, a
  * process of several whose flights are shared there (as workers share the primary's table).
  */
-function setup(limits: string, extraKey = '', table?: FlightTable) {
+function setup(limits: string, extraKey = '', table?: FlightTable, shared?: StateStore) {
   const yaml = [
     'backends:',
     '  a: { type: fake }',
@@ -129,7 +132,7 @@ function setup(limits: string, extraKey = '', table?: FlightTable) {
   (registry.get('a') ?? assert.fail('backend a')).llm = a;
   const router = new Router(config, registry, new HealthState(config.routing.breaker), clock, () => 0.5);
   const memory = new MemoryStore({ maxEntries: config.cache.max_entries, maxBytes: config.cache.max_bytes, now: () => clock.t });
-  const store = table ? Object.assign(memory, { flights: new SharedFlights(table) }) : memory;
+  const store = shared ?? (table ? Object.assign(memory, { flights: new SharedFlights(table) }) : memory);
   const refused: string[] = [];
   const services: BuiltServices = createServices(config, createLogger('silent'), (key, limit) => refused.push(`${key} ${limit}`), { store, tokens: new TokenCounter() });
   const pipeline = new Pipeline(router, services);
@@ -512,5 +515,39 @@ describe('coalescing across processes', () => {
     assert.equal((await follower).code, 'client_closed_request');
     assert.equal(p.two.a.calls, 0, 'no upstream call for a client that is gone');
     await p.close();
+  });
+
+  test('a stream follower that attaches just after its flight ended unfollowed is served from the cache the release stored', async () => {
+    // two workers on one primary's store and flight table (the cluster's IPC, in process)
+    const primary = new MemoryStore({ maxEntries: 100, maxBytes: 1 << 20 });
+    const table = new FlightTable();
+    const held = gate();
+    const worker = (holdAttach: boolean): StateStore => {
+      const notices = new LeaderNotices();
+      return new IpcStore(async (o: StateOp) => {
+        // the second worker's attach reaches the primary only after the first's flight is over
+        if (holdAttach && o.op === 'flight' && o.f.m === 'attach') await held.wait;
+        return serveStateOp(primary, o, table, (id) => notices.heard(id));
+      }, notices);
+    };
+    const one = setup('{ rpm: 10 }', '', undefined, worker(false));
+    const two = setup('{ rpm: 10 }', '', undefined, worker(true));
+    const upstream = gate();
+    one.a.hold = upstream.wait;
+    const leader = one.stream(one.job());
+    await until(() => one.a.calls === 1);
+    const follower = two.stream(two.job());
+    // the follower looked the key up (a miss, the leader's claim) and is attaching
+    for (let i = 0; i < 200 && table.size === 0; i++) await turn();
+    upstream.open();
+    assert.deepEqual(await texts((await leader).result), ['Hel', 'lo', '[stop]']);
+    for (let i = 0; i < 200 && primary.cacheEntries() === 0; i++) await turn();
+    assert.equal(primary.cacheEntries(), 1, 'the release stored the stream');
+    held.open();
+    const f = await follower;
+    assert.deepEqual(await texts(f.result), ['Hel', 'lo', '[stop]']);
+    assert.equal(two.a.calls, 0, 'no upstream call of its own');
+    assert.equal(f.served?.headers['x-switchyard-coalesced'], 'true');
+    await Promise.all([one.close(), two.close()]);
   });
 });

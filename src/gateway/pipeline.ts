@@ -347,6 +347,14 @@ export class Pipeline {
       }
       remote?.close();
       if (remote && signal.aborted) throw new GatewayError('client_closed_request');
+      // a follower that attached as its flight ended unfollowed finds the answer in the cache, stored with the release
+      const late = remote ? await s.cache.get(key) : undefined;
+      const lateTarget = late?.kind === 'stream' ? this.hitTarget(prep, late) : undefined;
+      if (late?.kind === 'stream' && lateTarget) {
+        const served = this.coalesced(s, adm);
+        const result = ended(kind.read(kind.replay(late.chunks), sink), signal, () => adm?.release());
+        return { result, target: lateTarget, attempts: 0, upstreamMs: 0, usage: sink, served };
+      }
       const lead = claim?.lead;
       const status = this.status(s, prep);
       const f = s.flights.start<Routed<AsyncIterable<P>>>(key, lead);
