@@ -19,7 +19,7 @@
  *
  * A stream's leader publishes nothing until a follower is attached (almost always none is: most
  * misses are nobody else's): from its head on it holds its entries back and watches for one
- * (`watch`: the memory table answers when one attaches, Redis hears of it on a channel); at
+ * (`watch`: the store tells the leader's process when one attaches, state/flight-notices.ts); at
  * the first it publishes all it held, then every entry as it comes. Its release is conditional
  * (`alone`): when a follower attached since the last watch, the release does nothing and the
  * leader publishes everything, then releases. So a stream nobody follows writes no entry at all.
@@ -34,12 +34,12 @@
  *
  * Round trips: a cache miss looks the cache up and claims in one operation (`lookup`, on drivers
  * that see the cache); the leader's entries are written once per event-loop turn, so a JSON
- * answer, its cache entry and the release are one operation too, and a stream's head goes with the
- * parts read in its turn.
+ * answer, its cache entry and the release are one operation too (a stream nobody followed: its
+ * cache entry and the release), and a stream's head goes with the parts read in its turn.
  */
 import { GatewayError } from '../errors/gateway-error.ts';
 import { randomHex } from '../lib/random-id.ts';
-import { failure, FLIGHT_TTL_MS, LINGER_MS, READ_WAIT_MS, WATCH_POLL_MS, type FlightDriver, type FlightEntry, type FlightLookup } from './flight-driver.ts';
+import { failure, FLIGHT_TTL_MS, LINGER_MS, READ_WAIT_MS, type FlightDriver, type FlightEntry, type FlightLookup } from './flight-driver.ts';
 import { FlightFollow, type FlightSink } from './flight-follow.ts';
 
 export * from './flight-driver.ts';
