@@ -190,14 +190,20 @@ export const retrySchema = z.strictObject({
 });
 
 export const breakerSchema = z.strictObject({
+  /** Failure share (0–1] in the window that opens the breaker. */
   failure_rate: z.number().gt(0).max(1).default(0.5),
+  /** Fewest requests in the window before the rate is trusted. */
   min_requests: positiveInt.default(10),
+  /** Sliding window length. */
   window_ms: positiveInt.default(60_000),
   /** Open after this many failures in a row, whatever the window says (0 disables). */
   consecutive_failures: z.int().min(0).default(5),
+  /** First open period; doubles on each failed probe up to max_open_ms. */
   open_ms: positiveInt.default(10_000),
   max_open_ms: positiveInt.default(300_000),
 });
+/** A target's circuit breaker (routing.breaker). */
+export type BreakerSettings = z.infer<typeof breakerSchema>;
 
 export const affinitySchema = z.strictObject({
   enabled: z.boolean().default(false),

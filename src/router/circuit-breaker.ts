@@ -9,19 +9,9 @@
  * are reported as `neutral` and never move the breaker (a neutral probe just frees the probe slot).
  */
 
-export interface BreakerConfig {
-  /** Failure share (0–1] in the window that opens the breaker. */
-  failure_rate: number;
-  /** Fewest requests in the window before the rate is trusted. */
-  min_requests: number;
-  /** Sliding window length. */
-  window_ms: number;
-  /** This many failures in a row open it regardless of the window (0 disables). */
-  consecutive_failures: number;
-  /** First open period; doubles on each failed probe up to max_open_ms. */
-  open_ms: number;
-  max_open_ms: number;
-}
+import type { BreakerSettings } from '../config/schema.ts';
+
+export type BreakerConfig = BreakerSettings;
 
 export type BreakerState = 'closed' | 'open' | 'half_open';
 export type Outcome = 'success' | 'failure' | 'neutral';

@@ -18,13 +18,10 @@
  * (redis-scripts.ts HEALTH). Pure: callers pass `now`.
  */
 
-export interface HealthSettings {
-  failure_rate: number;
-  min_requests: number;
-  window_ms: number;
-  consecutive_failures: number;
-  open_ms: number;
-  max_open_ms: number;
+import type { BreakerSettings } from '../config/schema.ts';
+
+/** The breaker's settings (routing.breaker) and the latency statistics'. */
+export interface HealthSettings extends BreakerSettings {
   /** EWMA weight of a new latency sample */
   alpha: number;
   /** smallest latency penalty of a failure, ms */
