@@ -21,11 +21,11 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { startFakeOpenAI, type FakeUpstream } from './support/fake-openai-upstream.ts';
-import { startGatewayProcess, type GatewayProcess } from './support/gateway-process.ts';
-import { RedisServer, redisSkip, until } from './support/redis-server.ts';
+import { startGatewayProcess, stopGatewayProcess as stop, type GatewayProcess } from './support/gateway-process.ts';
+import { startGatewayPair, startRedisPair, stopGatewayPair, type RedisPair } from './support/redis-pair.ts';
+import { redisSkip, until, type RedisServer } from './support/redis-server.ts';
 
 interface Reply {
   status: number;
@@ -77,14 +77,6 @@ async function workerOf(g: GatewayProcess, r: Reply): Promise<number> {
   let m: RegExpMatchArray | null = null;
   await until('the access-log line', () => (m = g.output().match(re)) !== null, 10_000);
   return Number((m as RegExpMatchArray | null)?.[1]);
-}
-
-async function stop(g: GatewayProcess | undefined): Promise<void> {
-  if (!g || g.child.exitCode !== null) return;
-  const exited = new Promise((r) => g.child.once('exit', r));
-  g.child.kill('SIGTERM');
-  await Promise.race([exited, sleep(10_000)]);
-  if (g.child.exitCode === null) g.child.kill('SIGKILL');
 }
 
 const backend = (up: FakeUpstream): string => `
@@ -157,6 +149,7 @@ describe('coalescing across workers (server.workers: 2)', { timeout: 180_000 }, 
 });
 
 describe('coalescing across replicas (two gateways on one Redis)', { skip: redisSkip, timeout: 180_000 }, () => {
+  let pair: RedisPair | undefined;
   let dir: string;
   let redis: RedisServer | undefined;
   let up: FakeUpstream;
@@ -164,17 +157,11 @@ describe('coalescing across replicas (two gateways on one Redis)', { skip: redis
   let b: GatewayProcess | undefined;
 
   before(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'switchyard-coalesce-redis-'));
-    redis = await RedisServer.start(dir);
-    up = await startFakeOpenAI();
-    const yaml = `${backend(up)}state: { store: redis, url: "${redis.url}", key_prefix: "sy-coalesce-${process.pid}:", command_timeout_ms: 1000 }\n`;
-    [a, b] = await Promise.all([startGatewayProcess(join(dir, 'a.yaml'), yaml), startGatewayProcess(join(dir, 'b.yaml'), yaml)]);
+    pair = await startRedisPair('coalesce-redis', (u, url) => `${backend(u)}state: { store: redis, url: "${url}", key_prefix: "sy-coalesce-${process.pid}:", command_timeout_ms: 1000 }\n`);
+    ({ dir, redis, up, a, b } = pair);
   });
   after(async () => {
-    await Promise.all([stop(a), stop(b)]);
-    await redis?.stop();
-    await up?.close();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    await pair?.stop();
   });
 
   it('the same JSON request on both replicas makes one upstream call', async () => {
@@ -351,10 +338,10 @@ describe('coalescing across replicas (two gateways on one Redis)', { skip: redis
     let d: GatewayProcess | undefined;
     before(async () => {
       const yaml = `${backend(up).replace('cache: { enabled: true }', 'cache: { enabled: true, max_entry_bytes: 1500 }')}state: { store: redis, url: "${(redis as RedisServer).url}", key_prefix: "sy-bound-${process.pid}:", command_timeout_ms: 1000 }\n`;
-      [c, d] = await Promise.all([startGatewayProcess(join(dir, 'c.yaml'), yaml), startGatewayProcess(join(dir, 'd.yaml'), yaml)]);
+      ({ a: c, b: d } = await startGatewayPair(dir, 'bound', yaml));
     });
     after(async () => {
-      await Promise.all([stop(c), stop(d)]);
+      await stopGatewayPair({ a: c, b: d });
     });
 
     it('the follower on the other replica gets all of it; a request after the bound makes its own call', async () => {

@@ -16,25 +16,16 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { MemoryStore } from '../src/state/memory.ts';
 import { RedisStore } from '../src/state/redis.ts';
 import type { HealthEvent, HealthSettings, HealthView } from '../src/state/shared-health.ts';
 import { createLogger } from '../src/telemetry/logger.ts';
 import { startFakeOpenAI, type FakeUpstream } from './support/fake-openai-upstream.ts';
-import { startGatewayProcess, type GatewayProcess } from './support/gateway-process.ts';
+import { startGatewayProcess, stopGatewayProcess as stop, type GatewayProcess } from './support/gateway-process.ts';
+import { startRedisPair, type RedisPair } from './support/redis-pair.ts';
 import { RedisServer, redisSkip, until } from './support/redis-server.ts';
 
 const skip = redisSkip;
-
-
-async function stop(g: GatewayProcess | undefined): Promise<void> {
-  if (!g || g.child.exitCode !== null) return;
-  const exited = new Promise((r) => g.child.once('exit', r));
-  g.child.kill('SIGTERM');
-  await Promise.race([exited, sleep(5000)]);
-  if (g.child.exitCode === null) g.child.kill('SIGKILL');
-}
 
 interface Reply {
   status: number;
@@ -60,38 +51,34 @@ async function breakerOf(g: GatewayProcess): Promise<string> {
 }
 
 describe('shared breakers through Redis: two gateway processes', { skip, timeout: 120_000 }, () => {
-  let dir: string;
-  let redis: RedisServer | undefined;
+  let pair: RedisPair | undefined;
   let up: FakeUpstream;
   let a: GatewayProcess | undefined;
   let b: GatewayProcess | undefined;
   const brokenCalls = (): number => up.requests.filter((r) => (r.body as { model?: string } | undefined)?.model === 'broken').length;
 
   before(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'switchyard-shared-health-'));
-    redis = await RedisServer.start(dir);
-    up = await startFakeOpenAI();
-    up.onModel('broken', { kind: 'error', status: 500, message: 'upstream is broken' });
-    up.onModel('good', { kind: 'reply', content: 'fine' });
-    const yaml = `
+    pair = await startRedisPair(
+      'shared-health',
+      (u, url) => `
 backends:
-  up: { type: openai, base_url: "${up.url}", api_key: "sk-upstream" }
+  up: { type: openai, base_url: "${u.url}", api_key: "sk-upstream" }
 models:
   chat: { policy: fallback, targets: [ { backend: up, model: broken }, { backend: up, model: good } ] }
 routing:
   shared_health: true
   retry: { max_retries: 0 }
   breaker: { consecutive_failures: 2, min_requests: 100, open_ms: 1500, max_open_ms: 30000 }
-state: { store: redis, url: "${redis.url}", key_prefix: "sy-health-${process.pid}:", on_unavailable: open, command_timeout_ms: 500 }
-`;
-    [a, b] = await Promise.all([startGatewayProcess(join(dir, 'a.yaml'), yaml), startGatewayProcess(join(dir, 'b.yaml'), yaml)]);
+state: { store: redis, url: "${url}", key_prefix: "sy-health-${process.pid}:", on_unavailable: open, command_timeout_ms: 500 }
+`,
+    );
+    ({ up, a, b } = pair);
+    up.onModel('broken', { kind: 'error', status: 500, message: 'upstream is broken' });
+    up.onModel('good', { kind: 'reply', content: 'fine' });
   });
 
   after(async () => {
-    await Promise.all([stop(a), stop(b)]);
-    await redis?.stop();
-    await up?.close();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    await pair?.stop();
   });
 
   it("the first gateway's failures open the breaker for the second; one probe across both when it half-opens", async () => {

@@ -5,6 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const root = join(import.meta.dirname, '..', '..');
 
@@ -45,4 +46,15 @@ export async function startGatewayProcess(cfg: string, yaml: string, timeoutMs =
     });
   });
   return { child, url, output: () => out, cfg };
+}
+
+/** Stops it: SIGTERM, then SIGKILL when it has not exited within `graceMs`. Undefined or exited: nothing. */
+export async function stopGatewayProcess(g: GatewayProcess | undefined, graceMs = 10_000): Promise<void> {
+  if (!g || g.child.exitCode !== null || g.child.signalCode !== null) return;
+  const exited = new Promise((r) => g.child.once('exit', r));
+  g.child.kill('SIGTERM');
+  await Promise.race([exited, sleep(graceMs, undefined, { ref: false })]);
+  if (g.child.exitCode !== null || g.child.signalCode !== null) return;
+  g.child.kill('SIGKILL');
+  await exited;
 }
