@@ -79,6 +79,13 @@ async function workerOf(g: GatewayProcess, r: Reply): Promise<number> {
   return Number((m as RegExpMatchArray | null)?.[1]);
 }
 
+/**
+ * The replicas' store. A Redis command slower than command_timeout_ms counts as Redis unreachable,
+ * and a request that cannot reach the store calls upstream by itself (right for the product, a
+ * false failure here): the timeout is far above any command's time on a busy machine.
+ */
+const redisState = (url: string, prefix: string): string => `state: { store: redis, url: "${url}", key_prefix: "${prefix}-${process.pid}:", command_timeout_ms: 5000 }\n`;
+
 const backend = (up: FakeUpstream): string => `
 backends:
   up: { type: openai, base_url: "${up.url}", api_key: "sk-upstream" }
@@ -157,7 +164,7 @@ describe('coalescing across replicas (two gateways on one Redis)', { skip: redis
   let b: GatewayProcess | undefined;
 
   before(async () => {
-    pair = await startRedisPair('coalesce-redis', (u, url) => `${backend(u)}state: { store: redis, url: "${url}", key_prefix: "sy-coalesce-${process.pid}:", command_timeout_ms: 1000 }\n`);
+    pair = await startRedisPair('coalesce-redis', (u, url) => `${backend(u)}${redisState(url, 'sy-coalesce')}`);
     ({ dir, redis, up, a, b } = pair);
   });
   after(async () => {
@@ -165,7 +172,8 @@ describe('coalescing across replicas (two gateways on one Redis)', { skip: redis
   });
 
   it('the same JSON request on both replicas makes one upstream call', async () => {
-    up.onModel('slow', { kind: 'reply', content: 'shared by replicas', delayMs: 800 });
+    // the second request must reach its lookup while the first's call runs (later, it is a plain cache hit)
+    up.onModel('slow', { kind: 'reply', content: 'shared by replicas', delayMs: 1500 });
     const first = post((a as GatewayProcess).url, ask('replicas json'));
     await until('the first reached the upstream', () => callsWith(up, 'replicas json') === 1);
     const second = await post((b as GatewayProcess).url, ask('replicas json'));
@@ -337,7 +345,7 @@ describe('coalescing across replicas (two gateways on one Redis)', { skip: redis
     let c: GatewayProcess | undefined;
     let d: GatewayProcess | undefined;
     before(async () => {
-      const yaml = `${backend(up).replace('cache: { enabled: true }', 'cache: { enabled: true, max_entry_bytes: 1500 }')}state: { store: redis, url: "${(redis as RedisServer).url}", key_prefix: "sy-bound-${process.pid}:", command_timeout_ms: 1000 }\n`;
+      const yaml = `${backend(up).replace('cache: { enabled: true }', 'cache: { enabled: true, max_entry_bytes: 1500 }')}${redisState((redis as RedisServer).url, 'sy-bound')}`;
       ({ a: c, b: d } = await startGatewayPair(dir, 'bound', yaml));
     });
     after(async () => {
@@ -347,7 +355,8 @@ describe('coalescing across replicas (two gateways on one Redis)', { skip: redis
     it('the follower on the other replica gets all of it; a request after the bound makes its own call', async () => {
       up.reset();
       const words = ['c1 ', 'c2 ', 'c3 ', 'c4 ', 'c5 ', 'c6 ', 'c7 ', 'c8 ', 'c9 ', 'c10'];
-      up.onModel('slow', { kind: 'stream', chunks: words, delayMs: 250 });
+      // the second request must reach its lookup before the bound is passed, four chunks after the first
+      up.onModel('slow', { kind: 'stream', chunks: words, delayMs: 400 });
       let firstSaw = (): void => {};
       const started = new Promise<void>((r) => (firstSaw = r));
       let pastBound = (): void => {};

@@ -6,6 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { until } from './redis-server.ts';
 
 const root = join(import.meta.dirname, '..', '..');
 
@@ -57,4 +58,21 @@ export async function stopGatewayProcess(g: GatewayProcess | undefined, graceMs 
   if (g.child.exitCode !== null || g.child.signalCode !== null) return;
   g.child.kill('SIGKILL');
   await exited;
+}
+
+/**
+ * Waits until it is ready as a load balancer sees it: `/ready` 200 with its state store connected.
+ * It listens before that (docs/operations.md): a request sent earlier is served without the shared
+ * state (no Redis claim, no shared breaker), which is right for it and wrong for a test of sharing.
+ */
+export async function untilReady(g: GatewayProcess, ms = 15_000): Promise<void> {
+  await until(
+    `${g.cfg}: /ready 200 with its state store ok`,
+    async () => {
+      const r = await fetch(`${g.url}/ready`).catch(() => undefined);
+      const body = (await r?.json().catch(() => undefined)) as { state?: { state: string } } | undefined;
+      return r?.status === 200 && (body?.state === undefined || body.state.state === 'ok');
+    },
+    ms,
+  );
 }

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startFakeOpenAI, type FakeUpstream } from './fake-openai-upstream.ts';
-import { startGatewayProcess, stopGatewayProcess, type GatewayProcess } from './gateway-process.ts';
+import { startGatewayProcess, stopGatewayProcess, untilReady, type GatewayProcess } from './gateway-process.ts';
 import { RedisServer } from './redis-server.ts';
 
 export interface GatewayPair {
@@ -27,14 +27,22 @@ export interface RedisPair extends GatewayPair {
 export type PairYaml = (up: FakeUpstream, redisUrl: string) => string;
 
 /**
- * Starts two gateway processes on `yaml` (written as `<name>-a.yaml`, `<name>-b.yaml` in `dir`);
- * when one fails to start, the other is stopped before the failure is thrown.
+ * Starts two gateway processes on `yaml` (written as `<name>-a.yaml`, `<name>-b.yaml` in `dir`) and
+ * waits until both are ready with their store connected (`untilReady`); when either fails, both
+ * are stopped before the failure is thrown.
  */
 export async function startGatewayPair(dir: string, name: string, yaml: string): Promise<GatewayPair> {
   const [a, b] = await Promise.allSettled([startGatewayProcess(join(dir, `${name}-a.yaml`), yaml), startGatewayProcess(join(dir, `${name}-b.yaml`), yaml)]);
-  if (a.status === 'fulfilled' && b.status === 'fulfilled') return { a: a.value, b: b.value };
-  await stopGatewayPair({ a: a.status === 'fulfilled' ? a.value : undefined, b: b.status === 'fulfilled' ? b.value : undefined });
-  throw a.status === 'rejected' ? a.reason : (b as PromiseRejectedResult).reason;
+  const started = { a: a.status === 'fulfilled' ? a.value : undefined, b: b.status === 'fulfilled' ? b.value : undefined };
+  try {
+    if (a.status === 'rejected') throw a.reason;
+    if (b.status === 'rejected') throw b.reason;
+    await Promise.all([untilReady(a.value), untilReady(b.value)]);
+    return { a: a.value, b: b.value };
+  } catch (err) {
+    await stopGatewayPair(started);
+    throw err;
+  }
 }
 
 /** Stops both (SIGTERM, then SIGKILL); either may be undefined (never started). */
