@@ -19,7 +19,7 @@ import { FlightTable } from '../src/state/flight-table.ts';
 import { LeaderNotices } from '../src/state/flight-notices.ts';
 import { ipcFlightDriver, serveStateOp } from '../src/state/ipc.ts';
 import { MemoryStore } from '../src/state/memory.ts';
-import { RedisFlights } from '../src/state/redis-flights.ts';
+import { flightKeys, RedisFlights } from '../src/state/redis-flights.ts';
 import { SharedFlights, type FlightDriver, type FlightSink } from '../src/state/shared-flights.ts';
 import { RedisServer, redisSkip, until } from './support/redis-server.ts';
 
@@ -385,7 +385,7 @@ describe('shared flights: redis scripts', { skip: redisSkip, timeout: 30_000 }, 
       a.lead.json('{"kind":"json","body":1}');
       a.lead.close();
       assert.equal(await answer, '{"kind":"json","body":1}');
-      await until('the claim is let go', async () => (await c.exists(`sy-scripts-${process.pid}:{f:${k}}:claim`)) === 0, 5000);
+      await until('the claim is let go', async () => (await c.exists(`${flightKeys(`sy-scripts-${process.pid}:`, k)}:claim`)) === 0, 5000);
     };
     await c.script('FLUSH');
     await flight('after-flush');
@@ -457,7 +457,7 @@ describe('shared flights: a redis leader hears of its followers', { skip: redisS
       a.lead.head('up', 'm1');
       a.lead.part('{"n":1}');
       // a follower attached while the leader's subscription was down: in the set, never published
-      await (client as Redis).sadd(`sy-unheard-${process.pid}:{f:unheard}:${a.lead.id}:fol`, 'quiet');
+      await (client as Redis).sadd(`${flightKeys(`sy-unheard-${process.pid}:`, 'unheard')}:${a.lead.id}:fol`, 'quiet');
       const seen = new Promise<number>((resolve) => (a.lead.onFollowers = (n) => n > 0 && resolve(n)));
       assert.equal(await seen, 1);
       await until('the held log is published', async () => (await driver.read('unheard', a.lead.id, '', 10)).entries.length === 2, 5000);

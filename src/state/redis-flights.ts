@@ -1,10 +1,14 @@
 /**
  * Shared flights on Redis (replicas on one Redis; see shared-flights.ts for the protocol). Keys,
- * all under one hash tag per cache key:
- *   <prefix>{f:<key>}:claim        the flight id holding the key (SET … PX, refreshed by its leader)
- *   <prefix>{f:<key>}:<id>:live    present while the flight is live (PX, refreshed by its leader)
- *   <prefix>{f:<key>}:<id>:log     a Redis Stream, one entry (fields k, v) per published entry
- *   <prefix>{f:<key>}:<id>:fol     the set of attached followers
+ * all under one hash tag per cache key and protocol version (`flightKeys`):
+ *   <prefix>{f3:<key>}:claim        the flight id holding the key (SET … PX, refreshed by its leader)
+ *   <prefix>{f3:<key>}:<id>:live    present while the flight is live (PX, refreshed by its leader)
+ *   <prefix>{f3:<key>}:<id>:log     a Redis Stream, one entry (fields k, v) per published entry
+ *   <prefix>{f3:<key>}:<id>:fol     the set of attached followers
+ * The version changes with any change to what leaders and followers expect of each other: during a
+ * rolling upgrade, gateways of two versions neither claim nor follow each other's flights (each
+ * makes its own call, as without coalescing), so a follower never waits on a leader that does not
+ * speak its protocol.
  * The log and the follower set expire LINGER after the flight ends, or a TTL after its last append
  * or refresh when its leader died. Followers wait with XREAD BLOCK on connections of their own (a
  * blocked connection serves nothing else); idle ones are kept for the next follower.
@@ -30,6 +34,9 @@ import { LINGER_MS, READ_WAIT_MS, SharedFlights, WATCH_POLL_MS, type AppendOptio
 
 /** The Redis key of a cached entry (the store's cacheGet / cacheSet). */
 export const cacheEntryKey = (prefix: string, key: string): string => `${prefix}c:${key}`;
+
+/** Where the flights of cache key `key` live (`*` for a KEYS pattern): their keys start with it. */
+export const flightKeys = (prefix: string, key: string): string => `${prefix}{f3:${key}}`;
 
 /** How the store judges Redis: lookups stand in for its cache reads, so they count as they do. */
 export interface RedisGate {
@@ -127,7 +134,7 @@ export class RedisFlights implements FlightDriver {
   }
 
   private keys(key: string, id: string): [claim: string, log: string, fol: string, live: string] {
-    const base = `${this.prefix}{f:${key}}`;
+    const base = flightKeys(this.prefix, key);
     return [`${base}:claim`, `${base}:${id}:log`, `${base}:${id}:fol`, `${base}:${id}:live`];
   }
 
