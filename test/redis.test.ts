@@ -9,14 +9,14 @@
  * In CI (CI set) a missing redis-server is a failure, never a skip.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import OpenAI from 'openai';
-import { startFakeOpenAI, type FakeUpstream } from './support/fake-openai-upstream.ts';
+import { startFakeOpenAI } from './support/fake-openai-upstream.ts';
+import type { GatewayProcess } from './support/gateway-process.ts';
+import { startRedisPair, type RedisPair } from './support/redis-pair.ts';
 import { startGateway } from './support/gateway.ts';
 import { MemoryStore } from '../src/state/memory.ts';
 import { RedisStore } from '../src/state/redis.ts';
@@ -25,78 +25,29 @@ import { createLogger } from '../src/telemetry/logger.ts';
 import { RedisServer, redisSkip, until } from './support/redis-server.ts';
 import { freePort } from './support/net.ts';
 
-const root = join(import.meta.dirname, '..');
 const skip = redisSkip;
 
 const KEY = 'sk-gw-shared-limits-001';
 const FREE = 'sk-gw-shared-free-002';
 const OTHER = 'sk-gw-shared-other-003';
 
-interface Proc {
-  url: string;
-  child: ChildProcess;
-  out: string[];
-}
-
-async function startProcess(configPath: string): Promise<Proc> {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'src/main.ts'), '--config', configPath], {
-    cwd: root,
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const out: string[] = [];
-  const url = await new Promise<string>((resolve, reject) => {
-    let buf = '';
-    const timer = setTimeout(() => reject(new Error(`no "listening" line: ${buf}`)), 30_000);
-    child.stdout?.on('data', (d: Buffer) => {
-      buf += d.toString();
-      out.push(d.toString());
-      const m = /"msg":"listening","url":"([^"]+)"/.exec(buf);
-      if (m?.[1]) {
-        clearTimeout(timer);
-        resolve(m[1]);
-      }
-    });
-    child.stderr?.on('data', (d: Buffer) => out.push(d.toString()));
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`exited ${code}: ${buf}`));
-    });
-  });
-  return { url, child, out };
-}
-
-async function stopProcess(p: Proc | undefined): Promise<void> {
-  if (!p || p.child.exitCode !== null) return;
-  const exited = new Promise((r) => p.child.once('exit', r));
-  p.child.kill('SIGTERM');
-  await Promise.race([exited, sleep(5000)]);
-  if (p.child.exitCode === null) p.child.kill('SIGKILL');
-}
-
-async function ready(p: Proc): Promise<{ status: number; body: { state?: { state: string; detail?: string } } }> {
+async function ready(p: GatewayProcess): Promise<{ status: number; body: { state?: { state: string; detail?: string } } }> {
   const r = await fetch(`${p.url}/ready`);
   return { status: r.status, body: (await r.json()) as { state?: { state: string; detail?: string } } };
 }
 
-const client = (p: Proc, key: string): OpenAI => new OpenAI({ baseURL: `${p.url}/v1`, apiKey: key, maxRetries: 0 });
+const client = (p: GatewayProcess, key: string): OpenAI => new OpenAI({ baseURL: `${p.url}/v1`, apiKey: key, maxRetries: 0 });
 const ask = (content: string) => ({ model: 'chat', temperature: 0, messages: [{ role: 'user' as const, content }] });
 
 describe('shared state through Redis: two gateway processes', { skip }, () => {
-  let dir: string;
-  let redis: RedisServer;
-  let up: FakeUpstream;
-  let g1: Proc | undefined;
-  let g2: Proc | undefined;
+  let pair: RedisPair | undefined;
+  let g1: GatewayProcess | undefined;
+  let g2: GatewayProcess | undefined;
 
   before(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'switchyard-redis-'));
-    redis = await RedisServer.start(dir);
-    up = await startFakeOpenAI();
-    const cfg = join(dir, 'providers.yaml');
-    writeFileSync(
-      cfg,
-      `
+    pair = await startRedisPair(
+      'redis',
+      (up, redisUrl) => `
 backends:
   up: { type: openai, base_url: "${up.url}", api_key: "sk-upstream" }
 models:
@@ -107,23 +58,19 @@ keys:
   - { name: free, key: "${FREE}", cache_namespace: shared-test }
   - { name: other, key: "${OTHER}" }
 cache: { enabled: true, ttl_seconds: 120 }
-state: { store: redis, url: "redis://127.0.0.1:${redis.port}", key_prefix: "sy-test-${process.pid}:", on_unavailable: open, command_timeout_ms: 300 }
+state: { store: redis, url: "${redisUrl}", key_prefix: "sy-test-${process.pid}:", on_unavailable: open, command_timeout_ms: 300 }
 `,
     );
-    [g1, g2] = await Promise.all([startProcess(cfg), startProcess(cfg)]);
-    for (const g of [g1, g2]) await until('/ready is 200', async () => (await ready(g)).status === 200);
+    ({ a: g1, b: g2 } = pair);
   });
 
   after(async () => {
-    await Promise.all([stopProcess(g1), stopProcess(g2)]);
-    await redis?.stop();
-    await up?.close();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    await pair?.stop();
   });
 
   it('both report the shared store as ok', async () => {
     for (const g of [g1, g2]) {
-      const r = await ready(g as Proc);
+      const r = await ready(g as GatewayProcess);
       assert.equal(r.status, 200);
       assert.deepEqual(r.body.state, { store: 'redis', state: 'ok' });
     }
@@ -133,7 +80,7 @@ state: { store: redis, url: "redis://127.0.0.1:${redis.port}", key_prefix: "sy-t
     const started = Date.now();
     const statuses: number[] = [];
     for (let i = 0; i < 8; i++) {
-      const g = (i % 2 === 0 ? g1 : g2) as Proc;
+      const g = (i % 2 === 0 ? g1 : g2) as GatewayProcess;
       try {
         await client(g, KEY).chat.completions.create(ask(`rpm ${i}`));
         statuses.push(200);
@@ -152,23 +99,25 @@ state: { store: redis, url: "redis://127.0.0.1:${redis.port}", key_prefix: "sy-t
   });
 
   it('an answer cached by one replica is served by the other', async () => {
+    const up = (pair as RedisPair).up;
     const before = up.requests.length;
     const q = `cached across replicas ${Date.now()}`;
-    const a = await client(g1 as Proc, FREE).chat.completions.create(ask(q)).withResponse();
+    const a = await client(g1 as GatewayProcess, FREE).chat.completions.create(ask(q)).withResponse();
     assert.equal(a.response.headers.get('x-switchyard-cache'), 'miss');
     await until('the entry is in redis', async () => {
-      const b = await client(g2 as Proc, FREE).chat.completions.create(ask(q)).withResponse();
+      const b = await client(g2 as GatewayProcess, FREE).chat.completions.create(ask(q)).withResponse();
       return b.response.headers.get('x-switchyard-cache') === 'hit' && JSON.stringify(b.data) === JSON.stringify(a.data);
     });
     assert.equal(up.requests.length - before, 1);
   });
 
   it('item_reference: an item stored by one replica resolves on the other, for its key only, until DELETE', async () => {
-    const first = await client(g1 as Proc, FREE).responses.create({ model: 'chat', input: `remember this ${Date.now()}` });
+    const first = await client(g1 as GatewayProcess, FREE).responses.create({ model: 'chat', input: `remember this ${Date.now()}` });
     const item = first.output[0];
     assert.ok(item?.type === 'message');
+    const up = (pair as RedisPair).up;
     const before = up.requests.length;
-    const second = await client(g2 as Proc, FREE).responses.create({
+    const second = await client(g2 as GatewayProcess, FREE).responses.create({
       model: 'chat',
       store: false,
       input: [{ type: 'item_reference', id: item.id }, { role: 'user', content: 'repeat it' }],
@@ -179,15 +128,15 @@ state: { store: redis, url: "redis://127.0.0.1:${redis.port}", key_prefix: "sy-t
       { role: 'assistant', content: first.output_text },
       { role: 'user', content: 'repeat it' },
     ]);
-    const refer = (g: Proc, key: string) => client(g, key).responses.create({ model: 'chat', input: [{ type: 'item_reference', id: item.id }] });
-    await assert.rejects(refer(g2 as Proc, OTHER), (e: unknown) => e instanceof OpenAI.NotFoundError && e.param === 'input' && e.message.includes(item.id));
-    await client(g2 as Proc, FREE).responses.delete(first.id);
-    await assert.rejects(refer(g1 as Proc, FREE), (e: unknown) => e instanceof OpenAI.NotFoundError && e.param === 'input');
+    const refer = (g: GatewayProcess, key: string) => client(g, key).responses.create({ model: 'chat', input: [{ type: 'item_reference', id: item.id }] });
+    await assert.rejects(refer(g2 as GatewayProcess, OTHER), (e: unknown) => e instanceof OpenAI.NotFoundError && e.param === 'input' && e.message.includes(item.id));
+    await client(g2 as GatewayProcess, FREE).responses.delete(first.id);
+    await assert.rejects(refer(g1 as GatewayProcess, FREE), (e: unknown) => e instanceof OpenAI.NotFoundError && e.param === 'input');
   });
 
   it('Redis dies: both keep serving from local state and /ready says degraded (200); Redis returns: they recover', async () => {
-    await redis.stop();
-    for (const g of [g1, g2] as Proc[]) {
+    await (pair as RedisPair).redis.stop();
+    for (const g of [g1, g2] as GatewayProcess[]) {
       await until('degraded is noticed', async () => (await ready(g)).body.state?.state === 'degraded');
       const r = await ready(g);
       assert.equal(r.status, 200, 'a Redis blip does not pull the replica out of the load balancer');
@@ -195,22 +144,22 @@ state: { store: redis, url: "redis://127.0.0.1:${redis.port}", key_prefix: "sy-t
       const res = await client(g, FREE).chat.completions.create(ask(`during the outage ${Date.now()}`)).withResponse();
       assert.equal(res.response.status, 200);
       // log lines leave in batches (up to 20 ms later)
-      await until('the outage is logged', async () => g.out.join('').includes('"msg":"state store unavailable"'));
+      await until('the outage is logged', async () => g.output().includes('"msg":"state store unavailable"'));
     }
     // limited keys are served too (local limits: fail open)
-    const local = await client(g1 as Proc, FREE).chat.completions.create(ask('again'));
+    const local = await client(g1 as GatewayProcess, FREE).chat.completions.create(ask('again'));
     assert.ok(local.choices[0]);
 
-    await redis.launch();
-    for (const g of [g1, g2] as Proc[]) {
+    await (pair as RedisPair).redis.launch();
+    for (const g of [g1, g2] as GatewayProcess[]) {
       await until('recovered', async () => (await ready(g)).body.state?.state === 'ok', 20_000);
-      await until('the recovery is logged', async () => g.out.join('').includes('"msg":"state store recovered"'));
+      await until('the recovery is logged', async () => g.output().includes('"msg":"state store recovered"'));
     }
     // shared again: an answer cached by one is served by the other
     const q = `after recovery ${Date.now()}`;
-    await client(g2 as Proc, FREE).chat.completions.create(ask(q));
+    await client(g2 as GatewayProcess, FREE).chat.completions.create(ask(q));
     await until('shared cache after recovery', async () => {
-      const b = await client(g1 as Proc, FREE).chat.completions.create(ask(q)).withResponse();
+      const b = await client(g1 as GatewayProcess, FREE).chat.completions.create(ask(q)).withResponse();
       return b.response.headers.get('x-switchyard-cache') === 'hit';
     });
   });
@@ -232,7 +181,7 @@ cache: { enabled: true }
 state: { store: redis, url: "redis://127.0.0.1:${port}", on_unavailable: closed, command_timeout_ms: 200 }
 `);
     try {
-      const e = await client({ url: gw.url } as Proc, KEY)
+      const e = await client({ url: gw.url } as GatewayProcess, KEY)
         .chat.completions.create(ask('x'))
         .then(
           () => assert.fail('expected 503'),
@@ -242,10 +191,10 @@ state: { store: redis, url: "redis://127.0.0.1:${port}", on_unavailable: closed,
       assert.equal(e.status, 503);
       assert.equal(e.code, 'state_unavailable');
       assert.ok(Number(e.headers?.get('retry-after')) > 0);
-      const ok = await client({ url: gw.url } as Proc, FREE).chat.completions.create(ask('y')).withResponse();
+      const ok = await client({ url: gw.url } as GatewayProcess, FREE).chat.completions.create(ask('y')).withResponse();
       assert.equal(ok.response.status, 200);
       assert.equal(ok.response.headers.get('x-switchyard-cache'), 'miss', 'no shared cache: nothing is stored locally either');
-      const again = await client({ url: gw.url } as Proc, FREE).chat.completions.create(ask('y')).withResponse();
+      const again = await client({ url: gw.url } as GatewayProcess, FREE).chat.completions.create(ask('y')).withResponse();
       assert.equal(again.response.headers.get('x-switchyard-cache'), 'miss');
       const r = await fetch(`${gw.url}/ready`);
       assert.equal(r.status, 503);
