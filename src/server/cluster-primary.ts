@@ -86,6 +86,8 @@ export function runPrimary(opts: PrimaryOptions): void {
   const fork = (slot: Slot): void => {
     slot.restart = undefined;
     const worker = cluster.fork({ SWITCHYARD_WORKER: String(slot.index) });
+    // a follower attached to a flight this worker leads: told at once, so its leader waits without asking
+    const followed = (id: string): void => void rpc.call('flightFollowed', id).catch(() => {});
     const rpc = new Rpc(
       (m, onError) => {
         worker.send(m, undefined, (err: Error | null) => {
@@ -102,8 +104,7 @@ export function runPrimary(opts: PrimaryOptions): void {
           logger.info('worker started', { worker: slot.index, pid: worker.process.pid ?? 0 });
           if (!announced && slots.every((s) => s.listening)) announce();
         },
-        // a follower attached to a flight this worker leads: told at once, so its leader waits without asking
-        state: (o) => serveStateOp(sharedStore(), o as StateOp, flights, (id) => void rpc.call('flightFollowed', id).catch(() => {})),
+        state: (o) => serveStateOp(sharedStore(), o as StateOp, flights, followed),
         status: async (): Promise<WorkerSummary[]> =>
           Promise.all(
             slots.map(async (s): Promise<WorkerSummary> => {

@@ -21,8 +21,8 @@ interface Log {
   waiters: Array<() => void>;
   /** leaders waiting for a follower to attach */
   watchers: Array<() => void>;
-  /** told when a follower attaches (the claim's `followed`) */
-  followed: (() => void) | undefined;
+  /** told the flight's id when a follower attaches (the claim's `followed`) */
+  followed: ((id: string) => void) | undefined;
 }
 
 const SWEEP_MS = 1000;
@@ -57,8 +57,8 @@ export class FlightTable implements FlightDriver {
     }
   }
 
-  /** As the driver's; `followed` (when this claim leads) is called each time a follower attaches. */
-  async claim(key: string, id: string, ttlMs: number, followed?: () => void): Promise<string> {
+  /** As the driver's; `followed` (when this claim leads) is told `id` each time a follower attaches. */
+  async claim(key: string, id: string, ttlMs: number, followed?: (id: string) => void): Promise<string> {
     this.sweep();
     const c = this.claims.get(key);
     if (c && c.until > this.now()) return c.id;
@@ -110,7 +110,7 @@ export class FlightTable implements FlightDriver {
     if (!l) return;
     l.followers.add(follower);
     wakeWatchers(l);
-    l.followed?.();
+    l.followed?.(id);
   }
 
   async watch(key: string, id: string, waitMs: number): Promise<number> {

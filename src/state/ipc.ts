@@ -59,7 +59,7 @@ export type Followed = (id: string) => void;
 /** The cached entry under `key` (the store's), else the claim: one operation for both. */
 async function lookup(store: MemoryStore, t: FlightTable, f: { key: string; id: string; ttlMs: number }, followed: Followed | undefined): Promise<FlightLookup> {
   const entry = await store.cacheGet(f.key);
-  return entry !== undefined ? { entry } : { holder: await t.claim(f.key, f.id, f.ttlMs, followed && (() => followed(f.id))) };
+  return entry !== undefined ? { entry } : { holder: await t.claim(f.key, f.id, f.ttlMs, followed) };
 }
 
 /** Appends to the flight and, when done and told to, stores the cache entry (the `j` entry unless given). */
@@ -75,7 +75,7 @@ async function append(store: MemoryStore, t: FlightTable, f: Extract<FlightOp, {
 function runFlight(store: MemoryStore, t: FlightTable, f: FlightOp, followed: Followed | undefined): Promise<unknown> {
   switch (f.m) {
     case 'claim':
-      return t.claim(f.key, f.id, f.ttlMs, followed && (() => followed(f.id)));
+      return t.claim(f.key, f.id, f.ttlMs, followed);
     case 'lookup':
       return lookup(store, t, f, followed);
     case 'refresh':
