@@ -41,6 +41,17 @@ class Sink implements FlightSink {
   }
 }
 
+/** `driver` with a watch that never answers: its leaders learn of followers only from their refreshes. */
+function deaf(driver: FlightDriver): FlightDriver {
+  return new Proxy(driver, {
+    get(t, p) {
+      if (p === 'watch') return () => new Promise<number>(() => {});
+      const v = Reflect.get(t, p) as unknown;
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(t) : v;
+    },
+  });
+}
+
 /** `seesCache`: the driver looks the cache up with its claim and stores answers with the release. */
 function scenarios(name: string, make: () => { driver: FlightDriver; close?: () => Promise<void> }, skip: string | false = false, seesCache = false): void {
   describe(`shared flights: ${name}`, { skip, timeout: 30_000 }, () => {
@@ -203,14 +214,7 @@ function scenarios(name: string, make: () => { driver: FlightDriver; close?: () 
     it('a follower that attaches as the stream ends (before its leader saw it) still gets all of it', async () => {
       const k = key();
       // leaders that never hear of a follower from their watch, and refresh only every 20 s
-      const deaf = new Proxy(driver, {
-        get(t, p) {
-          if (p === 'watch') return () => new Promise<number>(() => {});
-          const v = Reflect.get(t, p) as unknown;
-          return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(t) : v;
-        },
-      });
-      const slow = new SharedFlights(deaf, 60_000);
+      const slow = new SharedFlights(deaf(driver), 60_000);
       const a = await slow.claim(k, 1 << 20);
       const b = await slow.claim(k, 1 << 20);
       assert.ok(a?.lead && b?.follow);
@@ -258,14 +262,7 @@ function scenarios(name: string, make: () => { driver: FlightDriver; close?: () 
     if (seesCache) it('a follower that attaches just before the release gets the stream, and the cache entry is still stored', async () => {
       const k = key();
       // a leader that never hears of a follower from its watch, and refreshes only every 20 s
-      const deaf = new Proxy(driver, {
-        get(t, p) {
-          if (p === 'watch') return () => new Promise<number>(() => {});
-          const v = Reflect.get(t, p) as unknown;
-          return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(t) : v;
-        },
-      });
-      const slow = new SharedFlights(deaf, 60_000);
+      const slow = new SharedFlights(deaf(driver), 60_000);
       const a = await slow.lookup(k, 1 << 20);
       const b = await slow.lookup(k, 1 << 20);
       assert.ok(a?.lead && b?.follow);
