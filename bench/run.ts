@@ -12,6 +12,7 @@
  *   npm run bench -- --tracing [--ab-starts 4] [--ab-rounds 4] [--only chat-c64,stream-c64]   CPU per response with tracing off / on / sampled (bench/tracing.ts)
  *   npm run bench -- --shared-health [--ab-starts 4] [--ab-rounds 4]   CPU per response with routing.shared_health off / on, workers and Redis (bench/shared-health.ts)
  *   npm run bench -- --coalesce [--ab-starts 4] [--ab-rounds 4] [--coalesce-against <rev>]   a cache miss with cache.coalesce off / on, workers and Redis (bench/coalesce.ts)
+ *   npm run bench -- --onnx-memory [--onnx-requests 200]   RSS per process without / with a local ONNX model, 1 process and 2 workers (bench/onnx-memory.ts)
  *
  * Processes: the mock upstream (bench/mock-upstream.ts), the floor (bench/floor-proxy.ts) and two
  * Switchyards (src/main.ts with a generated config: default features, and the same with the
@@ -37,6 +38,7 @@ import { perfScenarios } from './perf.ts';
 import { profileScenarios } from './profile.ts';
 import { sharedHealthScenario } from './shared-health.ts';
 import { coalesceScenario } from './coalesce.ts';
+import { onnxMemoryScenario } from './onnx-memory.ts';
 import { tracingScenario } from './tracing.ts';
 import { workersScenario } from './workers.ts';
 import { render, type LongRow, type ProbeRow, type Report, type Row, type TargetName } from './report.ts';
@@ -64,6 +66,8 @@ const { values: a } = parseArgs({
     'shared-health': { type: 'boolean', default: false },
     coalesce: { type: 'boolean', default: false },
     'coalesce-against': { type: 'string' },
+    'onnx-memory': { type: 'boolean', default: false },
+    'onnx-requests': { type: 'string', default: '200' },
     'profile-interval': { type: 'string', default: '250' },
     'no-docs': { type: 'boolean', default: false },
     workers: { type: 'string' },
@@ -207,7 +211,7 @@ async function main(): Promise<void> {
   }
   const procs: Proc[] = [];
   const core = (c: string): string | undefined => (pin.enabled ? c : undefined);
-  const compiled = !a.tsx || a.profile || a.perf || a.path || a.ab !== undefined || a.tracing || a['shared-health'] || a.coalesce;
+  const compiled = !a.tsx || a.profile || a.perf || a.path || a.ab !== undefined || a.tracing || a['shared-health'] || a.coalesce || a['onnx-memory'];
   if (compiled) say('compiling src/ and bench/ with tsc…');
   const cmd = compiled ? compiledCommands(root) : tsxCommands(root);
   say(`processes run from ${cmd.note}`);
@@ -251,6 +255,11 @@ async function main(): Promise<void> {
       if (rev !== undefined) say(`compiling ${rev}'s src/ with tsc…`);
       const against = rev === undefined ? undefined : { name: rev, gateway: revisionGateway(root, rev) };
       const md = await coalesceScenario({ results, mock, pin, commands: cmd, starts: Math.max(1, Number(a['ab-starts'])), rounds: Math.max(1, Number(a['ab-rounds'])), against, say });
+      process.stdout.write(`${md}\n`);
+      return;
+    }
+    if (a['onnx-memory']) {
+      const md = await onnxMemoryScenario({ root, mock, commands: cmd, requests: Math.max(1, Number(a['onnx-requests'])), say });
       process.stdout.write(`${md}\n`);
       return;
     }
