@@ -517,16 +517,18 @@ describe('coalescing across processes', () => {
     await p.close();
   });
 
-  test('a stream follower that attaches just after its flight ended unfollowed is served from the cache the release stored', async () => {
-    // two workers on one primary's store and flight table (the cluster's IPC, in process)
+  /**
+   * Two workers on one primary's store and flight table (the cluster's IPC, in process), the
+   * first's upstream held; the second's attach reaches the primary only once `attach` opens.
+   */
+  function ipcPair() {
     const primary = new MemoryStore({ maxEntries: 100, maxBytes: 1 << 20 });
     const table = new FlightTable();
-    const held = gate();
+    const attach = gate();
     const worker = (holdAttach: boolean): StateStore => {
       const notices = new LeaderNotices();
       return new IpcStore(async (o: StateOp) => {
-        // the second worker's attach reaches the primary only after the first's flight is over
-        if (holdAttach && o.op === 'flight' && o.f.m === 'attach') await held.wait;
+        if (holdAttach && o.op === 'flight' && o.f.m === 'attach') await attach.wait;
         return serveStateOp(primary, o, table, (id) => notices.heard(id));
       }, notices);
     };
@@ -534,20 +536,47 @@ describe('coalescing across processes', () => {
     const two = setup('{ rpm: 10 }', '', undefined, worker(true));
     const upstream = gate();
     one.a.hold = upstream.wait;
-    const leader = one.stream(one.job());
-    await until(() => one.a.calls === 1);
-    const follower = two.stream(two.job());
-    // the follower looked the key up (a miss, the leader's claim) and is attaching
-    for (let i = 0; i < 200 && table.size === 0; i++) await turn();
-    upstream.open();
+    /** Once the second worker has looked the key up (the leader's claim) and is attaching, lets the first answer. */
+    const answer = async (): Promise<void> => {
+      for (let i = 0; i < 200 && table.size === 0; i++) await turn();
+      upstream.open();
+    };
+    /** Once the first worker's release stored the answer, lets the second attach. */
+    const attachLate = async (): Promise<void> => {
+      for (let i = 0; i < 200 && primary.cacheEntries() === 0; i++) await turn();
+      assert.equal(primary.cacheEntries(), 1, 'the release stored the answer');
+      attach.open();
+    };
+    return { one, two, answer, attachLate, close: async () => Promise.all([one.close(), two.close()]) };
+  }
+
+  test('a JSON follower that attaches just after its flight ended unfollowed is served from the cache the release stored', async () => {
+    const p = ipcPair();
+    const leader = p.one.once(p.one.job());
+    await until(() => p.one.a.calls === 1);
+    const follower = p.two.once(p.two.job());
+    await p.answer();
+    assert.equal((await leader).served?.headers['x-switchyard-cache'], 'miss');
+    await p.attachLate();
+    const f = await follower;
+    assert.equal(f.result.choices[0]?.message.content, 'Hello');
+    assert.equal(p.two.a.calls, 0, 'no upstream call of its own');
+    assert.equal(f.served?.headers['x-switchyard-coalesced'], 'true');
+    await p.close();
+  });
+
+  test('a stream follower that attaches just after its flight ended unfollowed is served from the cache the release stored', async () => {
+    const p = ipcPair();
+    const leader = p.one.stream(p.one.job());
+    await until(() => p.one.a.calls === 1);
+    const follower = p.two.stream(p.two.job());
+    await p.answer();
     assert.deepEqual(await texts((await leader).result), ['Hel', 'lo', '[stop]']);
-    for (let i = 0; i < 200 && primary.cacheEntries() === 0; i++) await turn();
-    assert.equal(primary.cacheEntries(), 1, 'the release stored the stream');
-    held.open();
+    await p.attachLate();
     const f = await follower;
     assert.deepEqual(await texts(f.result), ['Hel', 'lo', '[stop]']);
-    assert.equal(two.a.calls, 0, 'no upstream call of its own');
+    assert.equal(p.two.a.calls, 0, 'no upstream call of its own');
     assert.equal(f.served?.headers['x-switchyard-coalesced'], 'true');
-    await Promise.all([one.close(), two.close()]);
+    await p.close();
   });
 });

@@ -215,7 +215,8 @@ export class Pipeline {
       // another process's flight (shared store): its answer, or this request calls by itself
       const claim = await this.claim(s, key, pre);
       const text = await claim?.follow?.json(job.info.signal);
-      const entry = text === undefined ? undefined : s.cache.parse(text);
+      // a follower that attached as its flight ended unfollowed finds the answer in the cache, stored with the release
+      const entry = text !== undefined ? s.cache.parse(text) : claim?.follow && !job.info.signal.aborted ? await s.cache.get(key) : undefined;
       const hitTarget = entry?.kind === 'json' ? this.hitTarget(prep, entry) : undefined;
       if (entry?.kind === 'json' && hitTarget) return { result: entry.body as T, target: hitTarget, attempts: 0, upstreamMs: 0, served: this.coalesced(s, adm) };
       // a follower whose client left while it waited has nobody to call for
@@ -229,10 +230,9 @@ export class Pipeline {
         const r = await f.result;
         adm?.settle(usageOf(r.result) ?? undefined, r.target.target.price);
         const stored = s.cache.jsonText({ backend: r.target.backend, model: r.target.model }, r.result);
-        // a store that sees the cache keeps the entry with the answer's publication, in one operation
-        let cacheMs: number | undefined;
-        s.cache.putText(key, stored, lead?.storesAnswers ? (_, ms) => void (cacheMs = ms) : undefined);
-        lead?.json(stored, cacheMs);
+        // a store that sees the cache keeps the entry with the flight's release, in one operation
+        s.cache.putText(key, stored, lead?.storesAnswers ? (text, ms) => lead.cache(text, ms) : undefined);
+        lead?.json(stored);
         return withServed(r, this.served(adm, status));
       } catch (err) {
         lead?.fail(err);

@@ -14,9 +14,8 @@ export interface FlightEntry {
 
 export interface AppendOptions {
   endLingerMs?: number | undefined;
-  /** store a cache entry under the flight's key for this long: `cacheText`, else the `j` entry appended */
+  /** with `cacheText`: the cache entry stored under the flight's key for this long */
   cacheMs?: number | undefined;
-  /** a stream's cache entry (a JSON answer's is its `j` entry) */
   cacheText?: string | undefined;
   /** only while no follower is attached: otherwise nothing is done (`append` answers false) */
   alone?: boolean | undefined;
@@ -42,16 +41,16 @@ export interface FlightDriver {
   /**
    * The store's cached entry under `key` (a flight's key is its cache key) or, when there is none,
    * `claim`'s answer: a cache lookup and its claim in one store operation. Only drivers that see
-   * the cache have it; they also store a JSON answer as the cache entry when `append` is told to.
+   * the cache have it; they also store the cache entry `append` is given.
    */
   lookup?(key: string, id: string, ttlMs: number): Promise<FlightLookup>;
   /** Keeps the flight live (and its claim while it is `id`'s); the attached followers, or -1 when it is not live. */
   refresh(key: string, id: string, ttlMs: number): Promise<number>;
   /**
-   * Appends `entries`; with `o.cacheMs` (drivers with `lookup`), `o.cacheText` or else a `j` entry
-   * among them is also stored as `key`'s cache entry for that long; with `o.endLingerMs`, then ends
-   * the flight as `release` does. All in one store operation; false when `o.alone` and a follower
-   * is attached (then nothing was done, the cache entry included).
+   * Appends `entries`; with `o.cacheMs` and `o.cacheText` (drivers with `lookup`), also stores
+   * `key`'s cache entry for that long; with `o.endLingerMs`, then ends the flight as `release` does.
+   * All in one store operation; false when `o.alone` and a follower is attached (then nothing was
+   * done, the cache entry included).
    */
   append(key: string, id: string, entries: FlightEntry[], ttlMs: number, o?: AppendOptions): Promise<boolean>;
   /**

@@ -62,13 +62,11 @@ async function lookup(store: MemoryStore, t: FlightTable, f: { key: string; id: 
   return entry !== undefined ? { entry } : { holder: await t.claim(f.key, f.id, f.ttlMs, followed) };
 }
 
-/** Appends to the flight and, when done and told to, stores the cache entry (the `j` entry unless given). */
+/** Appends to the flight and, when done and given one, stores the cache entry. */
 async function append(store: MemoryStore, t: FlightTable, f: Extract<FlightOp, { m: 'append' }>): Promise<boolean> {
   const o = f.o;
   if (!(await t.append(f.key, f.id, f.entries, f.ttlMs, o))) return false;
-  if (o?.cacheMs === undefined) return true;
-  const text = o.cacheText ?? f.entries.find((e) => e.k === 'j')?.v;
-  if (text !== undefined) await store.cacheSet(f.key, text, o.cacheMs);
+  if (o?.cacheMs !== undefined && o.cacheText !== undefined) await store.cacheSet(f.key, o.cacheText, o.cacheMs);
   return true;
 }
 

@@ -19,9 +19,9 @@
  * leader's next refresh (a third of the TTL), which counts the followers; a flight claimed before
  * the subscription was in place counts them once (SCARD) at its first watch. Without a working
  * subscription the leader polls the follower set every WATCH_POLL_MS.
- * A cache lookup and its claim are one script (LOOKUP), and so are a JSON answer's publication, its
- * cache entry and the release (APPEND): those two also touch the store's cache entry key, outside
- * the hash tag (one Redis server, not a cluster).
+ * A cache lookup and its claim are one script (LOOKUP), and so are the answer's cache entry, the
+ * release and what is published with them (APPEND): those two also touch the store's cache entry
+ * key, outside the hash tag (one Redis server, not a cluster).
  * The scripts run by SHA (EVALSHA); a server that lost them (NOSCRIPT: restarted, flushed) gets
  * the text once more (EVAL), which loads it again.
  */
@@ -63,14 +63,13 @@ return {0, ARGV[1]}`);
 /**
  * KEYS: claim, log, fol, live, cache entry. ARGV: id, log ttl ms, linger ms (0: the flight goes
  * on), cache ms (0: not cached here), alone ('1': only while no follower is attached, else 0 and
- * nothing done), the cache entry ('': a `j` entry is), then each entry's kind and value. With a
- * cache ms the cache entry is stored; with a linger the flight then ends as RELEASE ends it.
+ * nothing done), the cache entry, then each entry's kind and value. With a cache ms the cache
+ * entry is stored; with a linger the flight then ends as RELEASE ends it.
  */
 const APPEND = script(`if ARGV[5] == '1' and redis.call('SCARD', KEYS[3]) > 0 then return 0 end
-if ARGV[4] ~= '0' and ARGV[6] ~= '' then redis.call('SET', KEYS[5], ARGV[6], 'PX', ARGV[4]) end
+if ARGV[4] ~= '0' then redis.call('SET', KEYS[5], ARGV[6], 'PX', ARGV[4]) end
 for i = 7, #ARGV, 2 do
   redis.call('XADD', KEYS[2], '*', 'k', ARGV[i], 'v', ARGV[i + 1])
-  if ARGV[i] == 'j' and ARGV[4] ~= '0' and ARGV[6] == '' then redis.call('SET', KEYS[5], ARGV[i + 1], 'PX', ARGV[4]) end
 end
 if ARGV[3] == '0' then
   redis.call('PEXPIRE', KEYS[2], ARGV[2])
@@ -203,7 +202,7 @@ export class RedisFlights implements FlightDriver {
   }
 
   async append(key: string, id: string, entries: FlightEntry[], ttlMs: number, o?: AppendOptions): Promise<boolean> {
-    const args: Array<string | number> = [id, ttlMs, o?.endLingerMs ?? 0, o?.cacheMs === undefined ? 0 : Math.max(1, Math.round(o.cacheMs)), o?.alone ? 1 : 0, o?.cacheText ?? ''];
+    const args: Array<string | number> = [id, ttlMs, o?.endLingerMs ?? 0, o?.cacheMs === undefined || o.cacheText === undefined ? 0 : Math.max(1, Math.round(o.cacheMs)), o?.alone ? 1 : 0, o?.cacheText ?? ''];
     for (const e of entries) args.push(e.k, e.v);
     let done: boolean;
     try {

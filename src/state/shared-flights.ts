@@ -17,12 +17,14 @@
  * `e`/`x`/`j` (the leader's process died) is a failure too, seen within the TTL. The log outlives
  * the flight by LINGER_MS, so a follower that is behind still reads the end.
  *
- * A stream's leader publishes nothing until a follower is attached (almost always none is: most
- * misses are nobody else's): from its head on it holds its entries back and watches for one
- * (`watch`: the store tells the leader's process when one attaches, state/flight-notices.ts); at
- * the first it publishes all it held, then every entry as it comes. Its release is conditional
- * (`alone`): when a follower attached since the last watch, the release does nothing and the
- * leader publishes everything, then releases. So a stream nobody follows writes no entry at all.
+ * A leader publishes nothing until a follower is attached (almost always none is: most misses
+ * are nobody else's). A JSON answer is held back until the release; a stream's leader holds its
+ * entries back from its head on and watches for a follower (`watch`: the store tells the leader's
+ * process when one attaches, state/flight-notices.ts); at the first it publishes all it held, then
+ * every entry as it comes. The release is conditional (`alone`): when a follower attached since
+ * the last watch, the release does nothing and the leader publishes everything, then releases. So
+ * a flight nobody follows writes no entry at all; its answer's cache entry goes with the release,
+ * where a request that looked the key up in time but attached too late finds it.
  *
  * A stream whose log passes `maxBytes` (cache.max_entry_bytes) takes no new followers, as the
  * in-process tap does: the leader lets the claim go (new requests make their own call) and goes on
@@ -33,9 +35,9 @@
  * past the bound is published as `x` (followers make their own call).
  *
  * Round trips: a cache miss looks the cache up and claims in one operation (`lookup`, on drivers
- * that see the cache); the leader's entries are written once per event-loop turn, so a JSON
- * answer, its cache entry and the release are one operation too (a stream nobody followed: its
- * cache entry and the release), and a stream's head goes with the parts read in its turn.
+ * that see the cache); the leader's entries are written once per event-loop turn, so the cache
+ * entry and the release are one operation too (with the answer when a follower is attached), and
+ * a stream's head goes with the parts read in its turn.
  */
 import { GatewayError } from '../errors/gateway-error.ts';
 import { randomHex } from '../lib/random-id.ts';
@@ -105,7 +107,7 @@ export class FlightLead {
   private held: FlightEntry[] | undefined;
   private sending = false;
   private scheduled = false;
-  /** the cache entry, kept this long, stored with the next write (a JSON answer's is its `j` entry) */
+  /** the cache entry, kept this long, stored with the next write */
   private cacheMs: number | undefined;
   private cacheText: string | undefined;
   private closed = false;
@@ -206,22 +208,22 @@ export class FlightLead {
     this.put({ k: 'p', v: text });
   }
 
-  /** Whether the store keeps the answer's cache entry with the release, when told to (`json`, `cache`). */
+  /** Whether the store keeps the answer's cache entry with the release, when told to (`cache`). */
   get storesAnswers(): boolean {
     return this.d.lookup !== undefined;
   }
 
   /**
-   * A JSON answer's cache entry text (too large: followers make their own call); with `cacheMs`
-   * (`storesAnswers`), the store keeps it as the cache entry that long, in the same operation.
+   * A JSON answer's cache entry text (too large: followers make their own call), published only
+   * when the release finds a follower attached.
    */
-  json(text: string, cacheMs?: number): void {
+  json(text: string): void {
     if (text.length > this.maxBytes) return this.put(failure('upstream_response_too_large', 'too large to share'));
-    this.cacheMs = cacheMs;
+    this.held ??= [];
     this.put({ k: 'j', v: text });
   }
 
-  /** A stream's cache entry (`storesAnswers`): stored for `ms` with the release, in the same operation. */
+  /** The answer's cache entry (`storesAnswers`): stored for `ms` with the release, in the same operation. */
   cache(text: string, ms: number): void {
     if (this.closed) return;
     this.cacheText = text;
