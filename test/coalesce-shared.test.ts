@@ -156,6 +156,29 @@ describe('coalescing across workers (server.workers: 2)', { timeout: 180_000 }, 
   });
 });
 
+/**
+ * What Redis runs from now on, on a client of its own, once no flight holds a claim: the commands
+ * gateways send (`fromClients`, KEYS left out) and those their scripts run (`inScripts`).
+ */
+async function redisCommands(url: string): Promise<{ fromClients: string[]; inScripts: string[]; claims: () => Promise<number>; stop: () => void }> {
+  const c = new Redis(url);
+  const claims = async (): Promise<number> => (await c.keys(`${flightKeys(`sy-coalesce-${process.pid}:`, '*')}:claim`)).length;
+  await until('earlier flights let their claims go', async () => (await claims()) === 0);
+  const fromClients: string[] = [];
+  const inScripts: string[] = [];
+  const monitor = await c.monitor();
+  monitor.on('monitor', (_time: string, args: string[], source: string) => {
+    const name = String(args[0]).toLowerCase();
+    if (source === 'lua') inScripts.push(name);
+    else if (name !== 'keys') fromClients.push(name);
+  });
+  const stop = (): void => {
+    monitor.disconnect();
+    c.disconnect();
+  };
+  return { fromClients, inScripts, claims, stop };
+}
+
 describe('coalescing across replicas (two gateways on one Redis)', { skip: redisSkip, timeout: 180_000 }, () => {
   let pair: RedisPair | undefined;
   let dir: string;
@@ -283,18 +306,8 @@ describe('coalescing across replicas (two gateways on one Redis)', { skip: redis
     const url = (a as GatewayProcess).url;
     // loads the scripts (a server that lacks one is sent its text once)
     assert.equal((await post(url, ask('round trips: warm-up'))).status, 200);
-    const c = new Redis((redis as RedisServer).url);
-    const claims = async (): Promise<number> => (await c.keys(`${flightKeys(`sy-coalesce-${process.pid}:`, '*')}:claim`)).length;
-    await until('the warm-up flight let its claim go', async () => (await claims()) === 0);
     // the commands clients send, as Redis receives them (not those its scripts run; not this test's)
-    const sent: string[] = [];
-    const inScripts: string[] = [];
-    const monitor = await c.monitor();
-    monitor.on('monitor', (_time: string, args: string[], source: string) => {
-      const name = String(args[0]).toLowerCase();
-      if (source === 'lua') inScripts.push(name);
-      else if (name !== 'keys') sent.push(name);
-    });
+    const { fromClients: sent, inScripts, claims, stop } = await redisCommands((redis as RedisServer).url);
     try {
       const reply = post(url, ask('round trips: counted'));
       await until('the request reached the upstream', () => callsWith(up, 'round trips: counted') === 1);
@@ -309,8 +322,7 @@ describe('coalescing across replicas (two gateways on one Redis)', { skip: redis
       assert.equal(again.headers['x-switchyard-coalesced'], undefined);
       assert.equal(callsWith(up, 'round trips: counted'), 1);
     } finally {
-      monitor.disconnect();
-      c.disconnect();
+      stop();
     }
   });
 
@@ -318,19 +330,8 @@ describe('coalescing across replicas (two gateways on one Redis)', { skip: redis
     up.reset();
     up.onModel('slow', { kind: 'stream', chunks: ['a ', 'b ', 'c ', 'd ', 'e'], delayMs: 100 });
     const url = (a as GatewayProcess).url;
-    const c = new Redis((redis as RedisServer).url);
-    const claims = async (): Promise<number> => (await c.keys(`${flightKeys(`sy-coalesce-${process.pid}:`, '*')}:claim`)).length;
-    await until('earlier flights let their claims go', async () => (await claims()) === 0);
-    // every command Redis runs, the scripts' own included; and those clients send
-    const sent: string[] = [];
-    const fromClients: string[] = [];
-    const monitor = await c.monitor();
-    monitor.on('monitor', (_time: string, args: string[], source: string) => {
-      const name = String(args[0]).toLowerCase();
-      if (name === 'keys') return;
-      sent.push(name);
-      if (source !== 'lua') fromClients.push(name);
-    });
+    // the commands clients send, and those their scripts run
+    const { fromClients, inScripts, claims, stop } = await redisCommands((redis as RedisServer).url);
     try {
       const r = await post(url, ask('unfollowed stream', true));
       assert.equal(r.status, 200);
@@ -340,14 +341,13 @@ describe('coalescing across replicas (two gateways on one Redis)', { skip: redis
       await until('the claim is let go, and its command seen', async () => (await claims()) === 0 && fromClients.length >= 2);
       // the stream runs 500 ms: a leader that asked for followers while it waited would show here
       assert.deepEqual(fromClients, ['evalsha', 'evalsha'], 'the lookup with its claim; the cache entry with the release');
-      assert.equal(sent.filter((n) => n === 'xadd').length, 0, `no log entry written (${sent.join(' ')})`);
+      assert.equal(inScripts.filter((n) => n === 'xadd').length, 0, `no log entry written (${inScripts.join(' ')})`);
       const again = await post(url, ask('unfollowed stream', true));
       assert.equal(again.headers['x-switchyard-cache'], 'hit');
       assert.equal(again.body, r.body);
       assert.equal(callsWith(up, 'unfollowed stream'), 1);
     } finally {
-      monitor.disconnect();
-      c.disconnect();
+      stop();
     }
   });
 
