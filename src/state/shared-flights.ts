@@ -277,7 +277,7 @@ export class FlightLead {
       // nothing is put once closed: this batch is the last, and the release goes with it
       const last = this.closed;
       if (last) this.released = true;
-      // a stream nobody has followed ends unpublished, unless a follower attached since the last watch
+      // a flight nobody has followed ends unpublished, unless a follower attached since the last watch
       const alone = last && this.held !== undefined ? true : undefined;
       // a lost write shows as a claim without its end: followers fail instead of hanging
       const { cacheMs, cacheText } = this;
