@@ -19,6 +19,29 @@ export class LeaderNotices {
     this.led.set(id, { heard: false, early, wake: undefined });
   }
 
+  /** A claim's answer: when `holder` is `id`, this process leads it (as `lead`). */
+  claimed(id: string, holder: string, early = false): string {
+    if (holder === id) this.lead(id, early);
+    return holder;
+  }
+
+  /**
+   * The store operation that may end flight `id` (`ending`): it ends once `op` succeeds (and
+   * `done` says it did what it was asked: an `alone` release may not), or fails.
+   */
+  async ending<T>(id: string, ending: boolean, op: Promise<T>, done: (v: T) => boolean = () => true): Promise<T> {
+    if (!ending) return op;
+    let v: T;
+    try {
+      v = await op;
+    } catch (err) {
+      this.ended(id);
+      throw err;
+    }
+    if (done(v)) this.ended(id);
+    return v;
+  }
+
   /** A follower attached to flight `id` (ignored unless this process leads it). */
   heard(id: string): void {
     const l = this.led.get(id);

@@ -139,31 +139,26 @@ function run(store: MemoryStore, o: StateOp, flights: FlightTable | undefined, f
  * serveStateOp's `followed`), a leader's watch waits on them and sends nothing.
  */
 export function ipcFlightDriver(f: (op: FlightOp) => Promise<unknown>, notices?: LeaderNotices): FlightDriver {
-  const leads = (id: string, holder: string): string => {
-    if (holder === id) notices?.lead(id);
-    return holder;
-  };
-  const ends = async <T>(id: string, ending: boolean, op: Promise<T>, done: (v: T) => boolean = () => true): Promise<T> => {
-    try {
-      const v = await op;
-      if (ending && done(v)) notices?.ended(id);
-      return v;
-    } catch (err) {
-      if (ending) notices?.ended(id);
-      throw err;
-    }
-  };
   return {
-    claim: async (key, id, ttlMs) => leads(id, (await f({ m: 'claim', key, id, ttlMs })) as string),
+    claim: async (key, id, ttlMs) => {
+      const holder = (await f({ m: 'claim', key, id, ttlMs })) as string;
+      return notices ? notices.claimed(id, holder) : holder;
+    },
     refresh: async (key, id, ttlMs) => (await f({ m: 'refresh', key, id, ttlMs })) as number,
     lookup: async (key, id, ttlMs) => {
       const r = (await f({ m: 'lookup', key, id, ttlMs })) as FlightLookup;
-      if (r.holder !== undefined) leads(id, r.holder);
+      if (r.holder !== undefined) notices?.claimed(id, r.holder);
       return r;
     },
-    append: (key, id, entries, ttlMs, o) => ends(id, o?.endLingerMs !== undefined, f({ m: 'append', key, id, entries, ttlMs, o }) as Promise<boolean>, (v) => v),
+    append: async (key, id, entries, ttlMs, o) => {
+      const op = f({ m: 'append', key, id, entries, ttlMs, o }) as Promise<boolean>;
+      return notices ? notices.ending(id, o?.endLingerMs !== undefined, op, (done) => done) : op;
+    },
     unclaim: async (key, id) => void (await f({ m: 'unclaim', key, id })),
-    release: (key, id, lingerMs) => ends(id, true, f({ m: 'release', key, id, lingerMs }).then(() => {})),
+    release: async (key, id, lingerMs) => {
+      const op = f({ m: 'release', key, id, lingerMs });
+      await (notices ? notices.ending(id, true, op) : op);
+    },
     attach: async (key, id, follower, ttlMs) => void (await f({ m: 'attach', key, id, follower, ttlMs })),
     detach: async (key, id, follower) => void (await f({ m: 'detach', key, id, follower })),
     read: async (key, id, cursor, waitMs) => (await f({ m: 'read', key, id, cursor, waitMs })) as FlightRead,

@@ -170,11 +170,8 @@ export class RedisFlights implements FlightDriver {
 
   /** `holder` (a claim's answer) is `id`'s: this process leads it and listens for its followers. */
   private leads(id: string, holder: string): string {
-    if (holder === id && !this.closed) {
-      this.notices.lead(id, !this.listening);
-      void this.subscription();
-    }
-    return holder;
+    if (holder === id && !this.closed) void this.subscription();
+    return this.closed ? holder : this.notices.claimed(id, holder, !this.listening);
   }
 
   async claim(key: string, id: string, ttlMs: number): Promise<string> {
@@ -204,16 +201,8 @@ export class RedisFlights implements FlightDriver {
   async append(key: string, id: string, entries: FlightEntry[], ttlMs: number, o?: AppendOptions): Promise<boolean> {
     const args: Array<string | number> = [id, ttlMs, o?.endLingerMs ?? 0, o?.cacheMs === undefined || o.cacheText === undefined ? 0 : Math.max(1, Math.round(o.cacheMs)), o?.alone ? 1 : 0, o?.cacheText ?? ''];
     for (const e of entries) args.push(e.k, e.v);
-    let done: boolean;
-    try {
-      done = Number(await this.run(APPEND, [...this.keys(key, id), cacheEntryKey(this.prefix, key)], args)) === 1;
-    } catch (err) {
-      // the leader gives its flight up when its last write fails
-      if (o?.endLingerMs !== undefined) this.notices.ended(id);
-      throw err;
-    }
-    if (done && o?.endLingerMs !== undefined) this.notices.ended(id);
-    return done;
+    const op = this.run(APPEND, [...this.keys(key, id), cacheEntryKey(this.prefix, key)], args).then((r) => Number(r) === 1);
+    return this.notices.ending(id, o?.endLingerMs !== undefined, op, (done) => done);
   }
 
   /**
@@ -240,8 +229,7 @@ export class RedisFlights implements FlightDriver {
   }
 
   async release(key: string, id: string, lingerMs: number): Promise<void> {
-    this.notices.ended(id);
-    await this.run(RELEASE, this.keys(key, id), [id, lingerMs]);
+    await this.notices.ending(id, true, this.run(RELEASE, this.keys(key, id), [id, lingerMs]));
   }
 
   /** Joins the follower set, and tells the leader's process on its channel. */
