@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import fc from 'fast-check';
 import { createParser } from 'eventsource-parser';
 import { accumulateResponse } from 'openai/lib/responses/ResponseAccumulator';
 import type { ChatCompletionChunk } from '../chat/schema.ts';
@@ -230,6 +231,40 @@ describe('ResponsesStream.text: a plain token written from its escaped text', ()
     const deltas = fast.parts.filter((p) => p.event === 'response.output_text.delta');
     assert.equal(deltas.length, tokens.length);
     assert.ok(deltas.every((p) => p.content && !p.final));
+  });
+
+  it('the first token of a message with JSON escapes or %XX comes back as sent (a regression: it was URL-decoded)', () => {
+    const tokens = ['50%41 "off" \\ \n', ' then %41', 'tail \u2028'];
+    const chunks = [chunk({ role: 'assistant', content: '' }), ...tokens.map((t) => chunk({ content: t })), chunk({}, 'stop')];
+    const fast = byText(chunks.map((ch) => JSON.stringify(ch)));
+    assert.equal(fast.byText, tokens.length);
+    const events = read(fast.parts);
+    const deltas = events.filter((e) => e.type === 'response.output_text.delta').map((e) => (e as { delta: string }).delta);
+    assert.deepEqual(deltas, tokens);
+    const done = events.find((e) => e.type === 'response.output_text.done') as { text: string } | undefined;
+    assert.equal(done?.text, tokens.join(''));
+    const res = checkWithSdk(events);
+    assert.deepEqual(res.output[0]?.type === 'message' ? res.output[0].content : undefined, [{ type: 'output_text', annotations: [], logprobs: [], text: tokens.join('') }]);
+  });
+
+  it('any text, in any split into tokens: the text path gives the parsed path events, the text exact', () => {
+    // lone surrogates cannot cross JSON over UTF-8 and are left out
+    const nasty = fc.constantFrom('"', '\\', '\n', '\r', '\t', '\u0000', '\u001f', '\u2028', '%41', '%', '\\u0041', 'data: ', '\n\ndata: [DONE]\n\n', '{"a":1}', '\u{1F600}', 'e\u0301', '\uFEFF');
+    const token = fc.array(fc.oneof(fc.string({ unit: 'grapheme', minLength: 1, maxLength: 6 }), fc.string({ unit: 'binary', minLength: 1, maxLength: 6 }), nasty), { minLength: 1, maxLength: 3 }).map((a) => a.join(''));
+    fc.assert(
+      fc.property(fc.array(token, { minLength: 1, maxLength: 8 }), (tokens) => {
+        const chunks = [chunk({ role: 'assistant', content: '' }), ...tokens.map((t) => chunk({ content: t })), chunk({}, 'stop'), usageChunk(3, tokens.length)];
+        const fast = byText(chunks.map((ch) => JSON.stringify(ch)));
+        assert.deepEqual(sameIds(fast.parts), sameIds(run(chunks).parts));
+        const events = read(fast.parts);
+        assert.deepEqual(events.filter((e) => e.type === 'response.output_text.delta').map((e) => (e as { delta: string }).delta), tokens);
+        const res = checkWithSdk(events);
+        const msg = res.output[0];
+        assert.ok(msg?.type === 'message');
+        assert.deepEqual(msg.content, [{ type: 'output_text', annotations: [], logprobs: [], text: tokens.join('') }]);
+      }),
+      { seed: 33, numRuns: 300 },
+    );
   });
 
   it('a token after reasoning, after a refusal, after a tool call opens its part as push() would', () => {

@@ -71,7 +71,10 @@ interface TextPart {
 
 const DELTA_HEAD = '{"type":"response.output_text.delta","sequence_number":';
 const DELTA_TAIL = '","logprobs":[]}';
-const escape = (s: string): string => JSON.stringify(s).slice(1, -1);
+/** A string as the body of a JSON string literal (without its quotes). */
+const jsonEscape = (s: string): string => JSON.stringify(s).slice(1, -1);
+/** The text a JSON string literal's body stands for: the inverse of jsonEscape for any valid body. */
+const jsonUnescape = (escaped: string): string => JSON.parse(`"${escaped}"`) as string;
 
 /** A content part's JSON, from its escaped text. */
 function partJson(p: TextPart): string {
@@ -180,7 +183,7 @@ export class ResponsesStream {
     const part = cur?.kind === 'message' && cur.open ? cur.parts[cur.parts.length - 1] : undefined;
     if (part?.type !== 'output_text' || escaped === '') {
       if (!this.started) out.push(...this.start());
-      this.textDelta('output_text', unescape(escaped), out);
+      this.textDelta('output_text', jsonUnescape(escaped), out);
       if (this.output.length > 0) this.committed = true;
       return;
     }
@@ -287,7 +290,7 @@ export class ResponsesStream {
       out.push(this.printed('response.content_part.added', `${base},"part":${partJson(part)}}`));
     }
     if (delta === '') return;
-    part.escaped += escape(delta);
+    part.escaped += jsonEscape(delta);
     const base = { item_id: cur.id, output_index: cur.index, content_index: cur.parts.length - 1, delta };
     out.push(type === 'output_text' ? this.ev('response.output_text.delta', { ...base, logprobs: [] }) : this.ev('response.refusal.delta', base));
   }
@@ -358,7 +361,7 @@ export class ResponsesStream {
       item = { id: cur.id, type: 'reasoning', summary: [{ type: 'summary_text', text: cur.text }] };
     } else if (cur.kind === 'message') {
       this.closePart(cur, out);
-      const content = cur.parts.map((p) => (p.type === 'output_text' ? { type: p.type, annotations: [], logprobs: [], text: unescape(p.escaped) } : { type: p.type, refusal: unescape(p.escaped) }));
+      const content = cur.parts.map((p) => (p.type === 'output_text' ? { type: p.type, annotations: [], logprobs: [], text: jsonUnescape(p.escaped) } : { type: p.type, refusal: jsonUnescape(p.escaped) }));
       item = { id: cur.id, type: 'message', status, content, role: 'assistant' };
       printed = `{"id":"${cur.id}","type":"message","status":"${status}","content":[${cur.parts.map(partJson).join(',')}],"role":"assistant"}`;
     } else {
