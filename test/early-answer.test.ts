@@ -11,7 +11,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { startGateway, type TestGateway } from './support/gateway.ts';
-import { chatBody, eventually, MB, oneShot, postHead, rawEnvelope, rawSocket, serverConnections, settledHeap } from './support/hostile.ts';
+import { chatBody, eventually, MB, oneShot, postHead, rawEnvelope, serverConnections, settledHeap } from './support/hostile.ts';
 
 const KEY = 'sk-gw-early-answer-0001';
 const LIMIT = 1024 * 1024;

@@ -330,7 +330,7 @@ describe('retries and failover', () => {
   });
 
   test("an upstream's retry-after replaces the backoff; one longer than max_retry_wait_ms fails over at once", async () => {
-    const { router, clock, a, b } = setup(`  m: { targets: ${ABC} }\n`, 'retry: { max_retries: 2, base_delay_ms: 100 }\n  max_retry_wait_ms: 5000');
+    const { router, clock, a } = setup(`  m: { targets: ${ABC} }\n`, 'retry: { max_retries: 2, base_delay_ms: 100 }\n  max_retry_wait_ms: 5000');
     a.script.push({ fail: (backend) => fromUpstreamStatus({ backend, status: 429, retryAfter: 2, secrets: [] }) });
     const r = await chat(router);
     assert.equal(r.target.backend, 'a');

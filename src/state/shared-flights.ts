@@ -42,7 +42,7 @@
 import { GatewayError } from '../errors/gateway-error.ts';
 import { randomHex } from '../lib/random-id.ts';
 import { failure, FLIGHT_TTL_MS, LINGER_MS, READ_WAIT_MS, type FlightDriver, type FlightEntry, type FlightLookup } from './flight-driver.ts';
-import { FlightFollow, type FlightSink } from './flight-follow.ts';
+import { FlightFollow } from './flight-follow.ts';
 
 export * from './flight-driver.ts';
 export { FlightFollow, type FlightSink } from './flight-follow.ts';
