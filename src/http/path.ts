@@ -44,9 +44,9 @@ function unreserved(c: number): boolean {
   return (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a) || (c >= 0x30 && c <= 0x39) || c === 0x2d || c === 0x2e || c === 0x5f || c === 0x7e;
 }
 
-function decodeUnreserved(escape: string, hex: string): string {
+function decodeUnreserved(encoded: string, hex: string): string {
   const c = parseInt(hex, 16);
-  return unreserved(c) ? String.fromCharCode(c) : escape;
+  return unreserved(c) ? String.fromCharCode(c) : encoded;
 }
 
 function respell(target: string): string {
