@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Runs every *.test.ts under test/ and src/ with Node's test runner (Node 20 does not expand
 // globs itself). Extra arguments are passed to `node --test` (e.g. --test-name-pattern=foo);
-// arguments ending in .ts replace the file list (and skip the layering check).
+// arguments ending in .ts replace the file list (and skip the layering check and the lint).
 import { spawnSync } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -37,6 +37,12 @@ if (explicit.length === 0) {
   if (dc.status !== 0) {
     console.error('layering check failed (npm run deps to see it alone)');
     process.exit(dc.status ?? 1);
+  }
+  // The type-aware lint (eslint.config.js): floating promises, exhaustive switches, no `any`, ...
+  const lint = spawnSync(process.execPath, ['node_modules/eslint/bin/eslint.js', '.'], { stdio: 'inherit' });
+  if (lint.status !== 0) {
+    console.error('lint failed (npm run lint to see it alone)');
+    process.exit(lint.status ?? 1);
   }
 }
 const r = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-reporter=spec', '--test-timeout=60000', ...flags, ...files], {
