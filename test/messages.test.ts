@@ -109,6 +109,22 @@ describe('/v1/messages on the wire, translated to a chat backend', () => {
     assert.ok((delta.usage.output_tokens as number) > 0);
   });
 
+  test('stream: message_start carries the prompt estimate, message_delta the upstream usage', async () => {
+    const prompt = 'A longer question, with "quotes", caf\u00e9 and \u{1F600}: how many tokens is this prompt, roughly?';
+    const body = { ...hello, stream: true, system: 'Answer briefly.', messages: [{ role: 'user', content: prompt }] };
+    const counted = (await (await post('/v1/messages/count_tokens', { model: body.model, system: body.system, messages: body.messages })).json()) as Json;
+    const events = parseSse(await (await post('/v1/messages', body)).text());
+    const start = events[0]?.data.message;
+    assert.ok(isRecord(start) && isRecord(start.usage));
+    // LangChain's ChatAnthropic reads input tokens here only
+    assert.equal(start.usage.input_tokens, counted.input_tokens);
+    assert.ok((start.usage.input_tokens as number) > 10);
+    const delta = events.find((e) => e.event === 'message_delta')?.data;
+    assert.ok(isRecord(delta) && isRecord(delta.usage));
+    assert.ok((delta.usage.input_tokens as number) > 0);
+    assert.ok((delta.usage.output_tokens as number) > 0);
+  });
+
   test('errors in Anthropic envelope: missing max_tokens 400, unknown model 404, with request ids', async () => {
     const bad = await post('/v1/messages', { model: 'claude-sonnet', messages: [{ role: 'user', content: 'hi' }] });
     assert.equal(bad.status, 400);

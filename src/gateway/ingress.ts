@@ -42,8 +42,16 @@ export interface IngressRequest {
   chat(): ChatRequest;
   /** a translated answer in the client's protocol */
   fromChat(completion: ChatCompletion): JsonObject;
-  /** a new translator for one translated stream */
-  translator(): EventTranslator;
+  /**
+   * A new translator for one translated stream. `inputTokens`: the prompt's tokens as the gateway
+   * counts them, given when `opensWithInputTokens` (else undefined).
+   */
+  translator(inputTokens: number | undefined): EventTranslator;
+  /**
+   * The protocol's stream opens with the prompt's tokens (Messages' `message_start`), before the
+   * upstream reports its usage at the end: the gateway counts them while the upstream answers.
+   */
+  opensWithInputTokens?: boolean;
   /** a JSON answer's usage in the gateway's terms */
   usageOf(answer: JsonObject): Usage | undefined;
   /** the prompt, for the token reservation */

@@ -268,7 +268,10 @@ export class Operations {
             if (native) return native(nativeCall(req, t.model, true), ctx);
             if (!llm.chatStream) throw missing(t.backend, 'streaming chat');
             chat ??= req.chat();
-            return translatedEvents(await llm.chatStream(withUpstreamUsage(chat, t.model), ctx), req.translator());
+            // counted while the upstream answers; the tokenizer's count is usually there first
+            const counting = req.opensWithInputTokens === true ? this.pipeline.promptTokens(j, t.model) : undefined;
+            const chunks = await llm.chatStream(withUpstreamUsage(chat, t.model), ctx);
+            return translatedEvents(chunks, req.translator(counting === undefined ? undefined : await counting));
           },
           eventHooks,
         ),

@@ -92,21 +92,25 @@ export class Pipeline {
     return { principal, targets, decision, key };
   }
 
-  private async estimate(job: Job, prep: Prep, s: PipelineServices): Promise<number> {
+  private async estimate(job: Job, prep: Prep): Promise<number> {
     if (prep.principal?.limits?.tpm === undefined) return 0;
-    const enc = encodingFor(prep.targets[0]?.model ?? job.body.model);
-    try {
-      return (await countPrompt(s.tokens, enc, job.prompt)) + job.reserve;
-    } catch {
-      return Math.ceil(job.info.bodyBytes / 4) + job.reserve;
-    }
+    return (await this.promptTokens(job, prep.targets[0]?.model ?? job.body.model)) + job.reserve;
+  }
+
+  /**
+   * The request's prompt tokens, counted by the tokenizer in the encoding of `model` (the first
+   * target's) once per request; the body's size / 4 when the tokenizer fails. Never rejects.
+   */
+  promptTokens(job: Job, model: string): Promise<number> {
+    job.promptCount ??= countPrompt(this.s.tokens, encodingFor(model), job.prompt).catch(() => Math.ceil(job.info.bodyBytes / 4));
+    return job.promptCount;
   }
 
   private async admit(job: Job, prep: Prep, s: PipelineServices, upstream: boolean): Promise<Admission | undefined> {
     const p = prep.principal;
     if (!Limiter.limited(p)) return undefined;
     if (!upstream && p.limits.rpm === undefined && p.limits.tpm === undefined) return undefined;
-    return s.limiter.admit(p, upstream ? await this.estimate(job, prep, s) : 0, upstream);
+    return s.limiter.admit(p, upstream ? await this.estimate(job, prep) : 0, upstream);
   }
 
   /**

@@ -50,6 +50,8 @@ export interface Job {
   prompt: { texts: string[]; fixed: number };
   /** output tokens to reserve */
   reserve: number;
+  /** the prompt's token count once asked for (Pipeline.promptTokens): counted at most once per request */
+  promptCount?: Promise<number> | undefined;
 }
 
 export interface PipelineServices {

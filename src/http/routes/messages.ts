@@ -88,8 +88,9 @@ function ingressRequest(deps: GenerationDeps, x: Exchange, req: MessagesRequest,
       warnings.push(...m.warnings);
       return m.message as unknown as JsonObject;
     },
-    translator: () => {
-      const conv = new ChatToMessagesStream({ model: publicModel, stopSequences: req.stop_sequences });
+    opensWithInputTokens: true,
+    translator: (inputTokens) => {
+      const conv = new ChatToMessagesStream({ model: publicModel, stopSequences: req.stop_sequences, inputTokens });
       return new MessagesStreamParts(conv, () => warnings.push(...conv.warnings));
     },
     usageOf: (answer) => usageFromMessage(answer),
