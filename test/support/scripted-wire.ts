@@ -1,0 +1,345 @@
+/**
+ * What a scripted upstream answers (`ScriptedAnswer`) and its wire bodies in each backend protocol:
+ * OpenAI Chat Completions (JSON, SSE), legacy Completions, llama-server's flavour of both, Anthropic
+ * Messages and OpenAI Responses. Pure functions: an answer and the request's facts in, the body's
+ * text out; the server (scripted-upstream.ts) writes it in byte pieces.
+ *
+ * The shapes follow what each vendor sends: OpenAI's chunks with `usage: null` until the usage
+ * chunk when `stream_options.include_usage` is set, then `data: [DONE]`; llama-server's key order,
+ * `content: null` role chunk and `timings`; Anthropic's message_start, content_block_start /
+ * _delta (`text_delta`, `input_json_delta`) / _stop, message_delta with usage, message_stop, a
+ * `ping`; the Responses API's events with a rising `sequence_number` and `response.completed` (or
+ * `response.incomplete`) carrying the usage.
+ */
+
+export interface ScriptedTool {
+  id: string;
+  name: string;
+  /** the arguments' JSON text as the upstream streams it, in deltas (joined: the whole text) */
+  args: string[];
+}
+
+export interface ScriptedUsage {
+  /** prompt tokens, cached and cache writes included (OpenAI's `prompt_tokens`) */
+  input: number;
+  /** prompt tokens read from the prompt cache */
+  cached: number;
+  /** prompt tokens written to the prompt cache (Anthropic only; 0 elsewhere) */
+  written: number;
+  output: number;
+}
+
+/** How the upstream's JSON writer spells strings; every style is valid JSON for the same values. */
+export type Escaping = 'plain' | 'ascii' | 'verbose';
+
+export interface Framing {
+  escaping: Escaping;
+  /** SSE line ends: `\n`, or `\r\n` (sse-starlette's default) */
+  eol: '\n' | '\r\n';
+  /** `data: x` or `data:x` (both mean the same) */
+  space: boolean;
+  /** OpenAI's `obfuscation` padding member on content chunks */
+  obfuscation: boolean;
+  /** Anthropic: usage in message_delta also names the input counts (newer API versions) */
+  fullDeltaUsage: boolean;
+  /**
+   * How a chat stream carries a tool call: `named` (OpenAI: id and name with empty arguments, then
+   * fragments), `first-fragment` (the first fragment beside the name: vLLM), `whole` (every call
+   * complete in one chunk: Gemini's OpenAI-compatible API).
+   */
+  toolChunks: 'named' | 'first-fragment' | 'whole';
+  /** a chat stream's usage on the finishing chunk instead of a chunk of its own (DeepSeek) */
+  usageOnFinish: boolean;
+  /** an SSE comment line before every event (OpenRouter's `: OPENROUTER PROCESSING`) */
+  comments: boolean;
+}
+
+export interface ScriptedAnswer {
+  /** the text in content deltas (joined: the whole text; may be empty) */
+  text: string[];
+  tools: ScriptedTool[];
+  usage: ScriptedUsage;
+  /** why the model stopped when it calls no tool */
+  stop: 'stop' | 'length';
+  framing: Framing;
+  /**
+   * Where the body's bytes are cut into separate writes: numbers in [0, 1) spread over the body;
+   * even entries land inside a multi-byte UTF-8 sequence when the body has one.
+   */
+  cuts: number[];
+}
+
+export type Flavour = 'openai' | 'llama';
+
+type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
+
+const CREATED = 1_760_000_000;
+const SHORT_ESCAPES: Readonly<Record<string, number>> = { n: 10, r: 13, t: 9, b: 8, f: 12 };
+
+/** `JSON.stringify` with the answer's string spelling. */
+export function writeJson(value: Json, escaping: Escaping): string {
+  const text = JSON.stringify(value);
+  if (escaping === 'plain') return text;
+  // Outside strings a JSON text is ASCII with no backslash or `/`, so these replacements change
+  // only how string contents are spelt. ascii: every non-ASCII UTF-16 unit as `\uxxxx` (Python's
+  // ensure_ascii; an astral character becomes its surrogate pair's two escapes).
+  const ascii = text.replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  if (escaping === 'ascii') return ascii;
+  // verbose: also upper-case hex, `\u00XX` for the short escapes but `\\` and `\"`, and `\/`. Each
+  // escape sequence is matched whole, so `\\` followed by `n` stays a backslash and an `n`.
+  return ascii.replace(/\\(u[0-9a-f]{4}|.)|\//g, (m: string, esc: string | undefined) => {
+    if (esc === undefined) return '\\/';
+    if (esc.startsWith('u')) return `\\u${esc.slice(1).toUpperCase()}`;
+    const code = SHORT_ESCAPES[esc];
+    return code === undefined ? m : `\\u${code.toString(16).toUpperCase().padStart(4, '0')}`;
+  });
+}
+
+function joined(a: ScriptedAnswer): string {
+  return a.text.join('');
+}
+
+function argsOf(t: ScriptedTool): string {
+  return t.args.join('');
+}
+
+function finish(a: ScriptedAnswer): 'stop' | 'length' | 'tool_calls' {
+  return a.tools.length > 0 ? 'tool_calls' : a.stop;
+}
+
+class Sse {
+  readonly parts: string[] = [];
+  constructor(private readonly f: Framing) {}
+  event(name: string | undefined, data: Json | string): void {
+    const d = typeof data === 'string' ? data : writeJson(data, this.f.escaping);
+    const sp = this.f.space ? ' ' : '';
+    if (this.f.comments) this.parts.push(`: keep-alive${this.f.eol}${this.f.eol}`);
+    this.parts.push(`${name === undefined ? '' : `event:${sp}${name}${this.f.eol}`}data:${sp}${d}${this.f.eol}${this.f.eol}`);
+  }
+  text(): string {
+    return this.parts.join('');
+  }
+}
+
+// ---------------------------------------------------------------------------
+// OpenAI Chat Completions (and llama-server's)
+
+function chatUsage(a: ScriptedAnswer, flavour: Flavour): Json {
+  const u = a.usage;
+  const base = { prompt_tokens: u.input, completion_tokens: u.output, total_tokens: u.input + u.output };
+  if (flavour === 'llama') return base;
+  return { ...base, prompt_tokens_details: { cached_tokens: u.cached, audio_tokens: 0 }, completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 } };
+}
+
+function toolCallsJson(a: ScriptedAnswer): Json[] {
+  return a.tools.map((t) => ({ id: t.id, type: 'function', function: { name: t.name, arguments: argsOf(t) } }));
+}
+
+export function chatJson(a: ScriptedAnswer, model: string, flavour: Flavour): string {
+  const text = joined(a);
+  const message: Json = { role: 'assistant', content: text === '' && a.tools.length > 0 ? null : text };
+  if (a.tools.length > 0) message['tool_calls'] = toolCallsJson(a);
+  const choice = { index: 0, message, logprobs: null, finish_reason: finish(a) };
+  const body: Json =
+    flavour === 'llama'
+      ? { choices: [choice], created: CREATED, model, system_fingerprint: 'b6000-fake', object: 'chat.completion', usage: chatUsage(a, flavour), id: 'chatcmpl-llama' }
+      : { id: 'chatcmpl-scripted', object: 'chat.completion', created: CREATED, model, choices: [choice], usage: chatUsage(a, flavour), service_tier: 'default', system_fingerprint: 'fp_scripted' };
+  return writeJson(body, a.framing.escaping);
+}
+
+export function chatSse(a: ScriptedAnswer, model: string, flavour: Flavour, includeUsage: boolean): string {
+  const sse = new Sse(a.framing);
+  const usageOnFinish = includeUsage && flavour === 'openai' && a.framing.usageOnFinish;
+  const head = (): Record<string, Json> =>
+    flavour === 'llama'
+      ? { created: CREATED, id: 'chatcmpl-llama', model, system_fingerprint: 'b6000-fake', object: 'chat.completion.chunk' }
+      : { id: 'chatcmpl-scripted', object: 'chat.completion.chunk', created: CREATED, model, system_fingerprint: 'fp_scripted' };
+  const chunk = (delta: Record<string, Json>, finishReason: string | null = null): void => {
+    const choices: Json = [{ index: 0, delta, logprobs: null, finish_reason: finishReason }];
+    const body: Record<string, Json> = flavour === 'llama' ? { choices, ...head() } : { ...head(), choices };
+    if (includeUsage && flavour === 'openai') body['usage'] = finishReason !== null && usageOnFinish ? chatUsage(a, flavour) : null;
+    if (a.framing.obfuscation && flavour === 'openai') body['obfuscation'] = 'Xy2';
+    sse.event(undefined, body);
+  };
+  chunk(flavour === 'llama' ? { role: 'assistant', content: null } : { role: 'assistant', content: '', refusal: null });
+  for (const piece of a.text) chunk({ content: piece });
+  const style = a.framing.toolChunks;
+  if (style === 'whole' && a.tools.length > 0) {
+    chunk({ tool_calls: a.tools.map((t, index) => ({ index, id: t.id, type: 'function', function: { name: t.name, arguments: argsOf(t) } })) });
+  } else {
+    a.tools.forEach((t, index) => {
+      const [first = '', ...rest] = t.args;
+      const args = style === 'first-fragment' ? rest : t.args;
+      chunk({ tool_calls: [{ index, id: t.id, type: 'function', function: { name: t.name, arguments: style === 'first-fragment' ? first : '' } }] });
+      for (const piece of args) chunk({ tool_calls: [{ index, function: { arguments: piece } }] });
+    });
+  }
+  chunk({}, finish(a));
+  if (includeUsage && !usageOnFinish) {
+    const body: Record<string, Json> = { ...head(), choices: [], usage: chatUsage(a, flavour) };
+    if (flavour === 'llama') body['timings'] = { prompt_n: a.usage.input, predicted_n: a.usage.output };
+    sse.event(undefined, body);
+  }
+  sse.event(undefined, '[DONE]');
+  return sse.text();
+}
+
+// ---------------------------------------------------------------------------
+// legacy Completions
+
+export function completionJson(a: ScriptedAnswer, model: string, flavour: Flavour): string {
+  const body: Json = {
+    id: 'cmpl-scripted',
+    object: 'text_completion',
+    created: CREATED,
+    model,
+    choices: [{ text: joined(a), index: 0, logprobs: null, finish_reason: a.stop }],
+    usage: chatUsage(a, flavour),
+  };
+  return writeJson(body, a.framing.escaping);
+}
+
+export function completionSse(a: ScriptedAnswer, model: string, flavour: Flavour, includeUsage: boolean): string {
+  const sse = new Sse(a.framing);
+  const head = { id: 'cmpl-scripted', object: 'text_completion', created: CREATED, model };
+  const chunk = (text: string, finishReason: string | null): void => sse.event(undefined, { ...head, choices: [{ text, index: 0, logprobs: null, finish_reason: finishReason }] });
+  for (const piece of a.text) chunk(piece, null);
+  chunk('', a.stop);
+  if (includeUsage) sse.event(undefined, { ...head, choices: [], usage: chatUsage(a, flavour) });
+  sse.event(undefined, '[DONE]');
+  return sse.text();
+}
+
+// ---------------------------------------------------------------------------
+// Anthropic Messages
+
+function anthropicUsage(a: ScriptedAnswer, output: number): Record<string, Json> {
+  const u = a.usage;
+  return { input_tokens: u.input - u.cached - u.written, cache_creation_input_tokens: u.written, cache_read_input_tokens: u.cached, output_tokens: output };
+}
+
+function stopReason(a: ScriptedAnswer): string {
+  return a.tools.length > 0 ? 'tool_use' : a.stop === 'length' ? 'max_tokens' : 'end_turn';
+}
+
+export function anthropicJson(a: ScriptedAnswer, model: string): string {
+  const text = joined(a);
+  const content: Json[] = text === '' && a.tools.length > 0 ? [] : [{ type: 'text', text }];
+  for (const t of a.tools) content.push({ type: 'tool_use', id: t.id, name: t.name, input: JSON.parse(argsOf(t)) as Json });
+  const body: Json = { id: 'msg_scripted', type: 'message', role: 'assistant', model, content, stop_reason: stopReason(a), stop_sequence: null, usage: anthropicUsage(a, a.usage.output) };
+  return writeJson(body, a.framing.escaping);
+}
+
+export function anthropicSse(a: ScriptedAnswer, model: string): string {
+  const sse = new Sse(a.framing);
+  const message = { id: 'msg_scripted', type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null, usage: anthropicUsage(a, 1) };
+  sse.event('message_start', { type: 'message_start', message });
+  let index = 0;
+  if (a.text.join('') !== '' || a.tools.length === 0) {
+    sse.event('content_block_start', { type: 'content_block_start', index, content_block: { type: 'text', text: '' } });
+    sse.event('ping', { type: 'ping' });
+    for (const text of a.text) if (text !== '') sse.event('content_block_delta', { type: 'content_block_delta', index, delta: { type: 'text_delta', text } });
+    sse.event('content_block_stop', { type: 'content_block_stop', index });
+    index++;
+  }
+  for (const t of a.tools) {
+    sse.event('content_block_start', { type: 'content_block_start', index, content_block: { type: 'tool_use', id: t.id, name: t.name, input: {} } });
+    sse.event('content_block_delta', { type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: '' } });
+    for (const partial_json of t.args) sse.event('content_block_delta', { type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json } });
+    sse.event('content_block_stop', { type: 'content_block_stop', index });
+    index++;
+  }
+  const usage = a.framing.fullDeltaUsage ? anthropicUsage(a, a.usage.output) : { output_tokens: a.usage.output };
+  sse.event('message_delta', { type: 'message_delta', delta: { stop_reason: stopReason(a), stop_sequence: null }, usage });
+  sse.event('message_stop', { type: 'message_stop' });
+  return sse.text();
+}
+
+// ---------------------------------------------------------------------------
+// OpenAI Responses
+
+function responsesUsage(a: ScriptedAnswer): Json {
+  const u = a.usage;
+  return { input_tokens: u.input, input_tokens_details: { cached_tokens: u.cached }, output_tokens: u.output, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: u.input + u.output };
+}
+
+function outputItems(a: ScriptedAnswer, status: string): Json[] {
+  const items: Json[] = [];
+  const text = joined(a);
+  if (text !== '' || a.tools.length === 0) {
+    items.push({ id: 'msg_scripted0', type: 'message', status, content: [{ type: 'output_text', annotations: [], logprobs: [], text }], role: 'assistant' });
+  }
+  a.tools.forEach((t, i) => items.push({ id: `fc_scripted${i}`, type: 'function_call', status: 'completed', arguments: argsOf(t), call_id: t.id, name: t.name }));
+  return items;
+}
+
+function responseObject(a: ScriptedAnswer, id: string, model: string, done: boolean): Record<string, Json> {
+  const incomplete = done && a.tools.length === 0 && a.stop === 'length';
+  const status = !done ? 'in_progress' : incomplete ? 'incomplete' : 'completed';
+  return {
+    id,
+    object: 'response',
+    created_at: CREATED,
+    status,
+    background: false,
+    error: null,
+    incomplete_details: incomplete ? { reason: 'max_output_tokens' } : null,
+    instructions: null,
+    max_output_tokens: null,
+    model,
+    output: done ? outputItems(a, incomplete ? 'incomplete' : 'completed') : [],
+    parallel_tool_calls: true,
+    previous_response_id: null,
+    store: true,
+    temperature: 1,
+    text: { format: { type: 'text' }, verbosity: 'medium' },
+    tool_choice: 'auto',
+    tools: [],
+    top_p: 1,
+    truncation: 'disabled',
+    usage: done ? responsesUsage(a) : null,
+    metadata: {},
+  };
+}
+
+export function responsesJson(a: ScriptedAnswer, id: string, model: string): string {
+  return writeJson(responseObject(a, id, model, true), a.framing.escaping);
+}
+
+export function responsesSse(a: ScriptedAnswer, id: string, model: string): string {
+  const sse = new Sse(a.framing);
+  let seq = 0;
+  const ev = (type: string, body: Record<string, Json>): void => sse.event(type, { type, sequence_number: seq++, ...body });
+  ev('response.created', { response: responseObject(a, id, model, false) });
+  ev('response.in_progress', { response: responseObject(a, id, model, false) });
+  const final = responseObject(a, id, model, true);
+  const items = final['output'] as Array<Record<string, Json>>;
+  items.forEach((item, output_index) => {
+    const item_id = item['id'] as string;
+    if (item['type'] === 'message') {
+      const text = joined(a);
+      ev('response.output_item.added', { output_index, item: { id: item_id, type: 'message', status: 'in_progress', content: [], role: 'assistant' } });
+      const part = { type: 'output_text', annotations: [], logprobs: [], text: '' };
+      ev('response.content_part.added', { item_id, output_index, content_index: 0, part });
+      for (const delta of a.text) if (delta !== '') ev('response.output_text.delta', { item_id, output_index, content_index: 0, delta, logprobs: [] });
+      ev('response.output_text.done', { item_id, output_index, content_index: 0, text, logprobs: [] });
+      ev('response.content_part.done', { item_id, output_index, content_index: 0, part: { ...part, text } });
+    } else {
+      const tool = a.tools[output_index - (items.length - a.tools.length)];
+      ev('response.output_item.added', { output_index, item: { ...item, status: 'in_progress', arguments: '' } });
+      for (const delta of tool?.args ?? []) ev('response.function_call_arguments.delta', { item_id, output_index, delta });
+      ev('response.function_call_arguments.done', { item_id, output_index, arguments: item['arguments'] ?? '' });
+    }
+    ev('response.output_item.done', { output_index, item });
+  });
+  ev(final['status'] === 'incomplete' ? 'response.incomplete' : 'response.completed', { response: final });
+  return sse.text();
+}
+
+/** Cut positions for a body: `cuts` spread over it, even ones moved inside multi-byte sequences. */
+export function cutPoints(body: Buffer, cuts: number[]): number[] {
+  const inner: number[] = [];
+  for (let i = 1; i < body.length; i++) if ((body[i]! & 0xc0) === 0x80) inner.push(i);
+  const points = cuts.map((c, i) => (i % 2 === 0 && inner.length > 0 ? inner[Math.floor(c * inner.length)]! : 1 + Math.floor(c * (body.length - 1))));
+  return [...new Set(points)].filter((p) => p > 0 && p < body.length).sort((x, y) => x - y);
+}
