@@ -93,6 +93,8 @@ models:
     assert.ok(resp.stored.has(first.id), 'the id the client holds is the upstream’s');
     const second = await openai.responses.create({ model: 'native-first', input: 'what is my name?', previous_response_id: first.id });
     assert.equal(second.status, 'completed');
+    assert.equal(second.previous_response_id, first.id, 'the answer names the id the client sent');
+    assert.equal((await openai.responses.retrieve(second.id)).previous_response_id, first.id, 'and so does the stored response');
     const sent = lastBody(resp.requests);
     assert.equal(sent.previous_response_id, undefined, 'not passed through: any target can continue');
     const input = sent.input as Json[];

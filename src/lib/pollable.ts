@@ -82,3 +82,33 @@ class WithEnd<T> implements AsyncIterableIterator<T>, Pollable<T> {
     return (await this.it.return?.(v)) ?? DONE;
   }
 }
+
+/** `src` with `f` applied to each value as it is handed on. Keeps `poll()`. */
+export function mapped<T>(src: AsyncIterable<T>, f: (value: T) => T): AsyncIterableIterator<T> {
+  return new Mapped(src[Symbol.asyncIterator](), f);
+}
+
+class Mapped<T> implements AsyncIterableIterator<T>, Pollable<T> {
+  constructor(
+    private readonly it: AsyncIterator<T>,
+    private readonly f: (value: T) => T,
+  ) {}
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  poll(): IteratorResult<T> | undefined {
+    const r = pollable(this.it)?.poll();
+    return r === undefined || r.done === true ? r : { done: false, value: this.f(r.value) };
+  }
+
+  async next(): Promise<IteratorResult<T>> {
+    const r = await this.it.next();
+    return r.done === true ? r : { done: false, value: this.f(r.value) };
+  }
+
+  async return(v?: unknown): Promise<IteratorResult<T>> {
+    return (await this.it.return?.(v)) ?? DONE;
+  }
+}

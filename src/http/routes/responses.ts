@@ -21,6 +21,8 @@
 import type { GenerationDeps } from '../deps.ts';
 import { GatewayError, asGatewayError, invalidRequest } from '../../errors/gateway-error.ts';
 import {
+  echoPreviousId,
+  echoPreviousIdInEvent,
   fromChat,
   newResponseId,
   parseResponsesRequest,
@@ -41,7 +43,7 @@ import { sendJson } from '../direct.ts';
 import type { Exchange } from '../exchange.ts';
 import { markRouted, markUsage, sendStream, noteWarnings, requestFacts } from '../respond.ts';
 import type { SseFraming } from '../sse.ts';
-import { DONE, pollable, type Pollable } from '../../lib/pollable.ts';
+import { DONE, mapped, pollable, type Pollable } from '../../lib/pollable.ts';
 
 const OWNER_WITHOUT_KEY = 'anonymous';
 
@@ -170,10 +172,14 @@ export function createResponseHandler(deps: GenerationDeps) {
       // the commit point is behind us: what the translation dropped so far is known
       markRouted(x, s);
       noteWarnings(x, warnings, true);
-      sendStream(deps, x, s, { source: req.store === false ? s.result : keepingFinal(s.result, keep), framing: RESPONSES_FRAMING, warnings });
+      // a native upstream never saw previous_response_id: the client gets back the one it sent
+      const prevId = req.previous_response_id;
+      const events = prevId ? mapped(s.result, (p) => echoPreviousIdInEvent(p, prevId)) : s.result;
+      sendStream(deps, x, s, { source: req.store === false ? events : keepingFinal(events, keep), framing: RESPONSES_FRAMING, warnings });
       return;
     }
     const r = await deps.operations.ingress(ing, info);
+    if (req.previous_response_id) r.result = echoPreviousId(r.result, req.previous_response_id);
     markRouted(x, r);
     markUsage(x, usageFromResponse(r.result));
     noteWarnings(x, warnings, true);

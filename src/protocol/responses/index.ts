@@ -63,6 +63,7 @@ export {
   type ResponseContext,
 } from './from-chat.ts';
 export { ResponsesStream, type StreamFailure } from './stream.ts';
+export { echoPreviousId, echoPreviousIdInEvent } from './echo.ts';
 export {
   usageFromResponse,
   usageFromEvent,
