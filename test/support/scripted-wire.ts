@@ -32,8 +32,15 @@ export interface ScriptedUsage {
 /** How the upstream's JSON writer spells strings; every style is valid JSON for the same values. */
 export type Escaping = 'plain' | 'ascii' | 'verbose';
 
+/**
+ * Whitespace in the upstream's JSON: none, Python's `json.dumps` separators (`, ` and `: `), or a
+ * line break after every comma (an SSE event's data then spans several `data:` lines).
+ */
+export type Layout = 'compact' | 'spaced' | 'lines';
+
 export interface Framing {
   escaping: Escaping;
+  layout: Layout;
   /** SSE line ends: `\n`, or `\r\n` (sse-starlette's default) */
   eol: '\n' | '\r\n';
   /** `data: x` or `data:x` (both mean the same) */
@@ -52,9 +59,13 @@ export interface Framing {
   usageOnFinish: boolean;
   /** an SSE comment line before every event (OpenRouter's `: OPENROUTER PROCESSING`) */
   comments: boolean;
+  /** DeepSeek's chat deltas: the members a chunk does not use present as null */
+  nullMembers: boolean;
 }
 
 export interface ScriptedAnswer {
+  /** reasoning before the answer, in deltas ([]: none): `reasoning_content`, a thinking block, a reasoning item */
+  reasoning: string[];
   /** the text in content deltas (joined: the whole text; may be empty) */
   text: string[];
   tools: ScriptedTool[];
@@ -76,9 +87,24 @@ type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 const CREATED = 1_760_000_000;
 const SHORT_ESCAPES: Readonly<Record<string, number>> = { n: 10, r: 13, t: 9, b: 8, f: 12 };
 
-/** `JSON.stringify` with the answer's string spelling. */
-export function writeJson(value: Json, escaping: Escaping): string {
-  const text = JSON.stringify(value);
+/** The signature the scripted Anthropic upstream gives its thinking blocks. */
+export const UPSTREAM_SIGNATURE = 'EqQBCkYIBxgCKkBscripted+/=';
+
+function laidOut(value: Json, layout: Layout): string {
+  if (layout === 'compact') return JSON.stringify(value);
+  const comma = layout === 'spaced' ? ', ' : ',\n';
+  const go = (v: Json): string => {
+    if (v === null || typeof v !== 'object') return JSON.stringify(v);
+    if (Array.isArray(v)) return `[${v.map(go).join(comma)}]`;
+    return `{${Object.entries(v).map(([k, x]) => `${JSON.stringify(k)}: ${go(x)}`).join(comma)}}`;
+  };
+  return go(value);
+}
+
+/** `JSON.stringify` with the answer's whitespace and string spelling. */
+export function writeJson(value: Json, f: Pick<Framing, 'escaping' | 'layout'>): string {
+  const escaping = f.escaping;
+  const text = laidOut(value, f.layout);
   if (escaping === 'plain') return text;
   // Outside strings a JSON text is ASCII with no backslash or `/`, so these replacements change
   // only how string contents are spelt. ascii: every non-ASCII UTF-16 unit as `\uxxxx` (Python's
@@ -111,10 +137,12 @@ class Sse {
   readonly parts: string[] = [];
   constructor(private readonly f: Framing) {}
   event(name: string | undefined, data: Json | string): void {
-    const d = typeof data === 'string' ? data : writeJson(data, this.f.escaping);
+    const d = typeof data === 'string' ? data : writeJson(data, this.f);
+    const { eol } = this.f;
     const sp = this.f.space ? ' ' : '';
-    if (this.f.comments) this.parts.push(`: keep-alive${this.f.eol}${this.f.eol}`);
-    this.parts.push(`${name === undefined ? '' : `event:${sp}${name}${this.f.eol}`}data:${sp}${d}${this.f.eol}${this.f.eol}`);
+    if (this.f.comments) this.parts.push(`: keep-alive${eol}${eol}`);
+    const lines = d.split('\n').map((line) => `data:${sp}${line}${eol}`);
+    this.parts.push(`${name === undefined ? '' : `event:${sp}${name}${eol}`}${lines.join('')}${eol}`);
   }
   text(): string {
     return this.parts.join('');
@@ -138,13 +166,14 @@ function toolCallsJson(a: ScriptedAnswer): Json[] {
 export function chatJson(a: ScriptedAnswer, model: string, flavour: Flavour): string {
   const text = joined(a);
   const message: Json = { role: 'assistant', content: text === '' && a.tools.length > 0 ? null : text };
+  if (a.reasoning.length > 0) message['reasoning_content'] = a.reasoning.join('');
   if (a.tools.length > 0) message['tool_calls'] = toolCallsJson(a);
   const choice = { index: 0, message, logprobs: null, finish_reason: finish(a) };
   const body: Json =
     flavour === 'llama'
       ? { choices: [choice], created: CREATED, model, system_fingerprint: 'b6000-fake', object: 'chat.completion', usage: chatUsage(a, flavour), id: 'chatcmpl-llama' }
       : { id: 'chatcmpl-scripted', object: 'chat.completion', created: CREATED, model, choices: [choice], usage: chatUsage(a, flavour), service_tier: 'default', system_fingerprint: 'fp_scripted' };
-  return writeJson(body, a.framing.escaping);
+  return writeJson(body, a.framing);
 }
 
 export function chatSse(a: ScriptedAnswer, model: string, flavour: Flavour, includeUsage: boolean): string {
@@ -162,7 +191,9 @@ export function chatSse(a: ScriptedAnswer, model: string, flavour: Flavour, incl
     sse.event(undefined, body);
   };
   chunk(flavour === 'llama' ? { role: 'assistant', content: null } : { role: 'assistant', content: '', refusal: null });
-  for (const piece of a.text) chunk({ content: piece });
+  const nulls = a.framing.nullMembers && flavour === 'openai';
+  for (const piece of a.reasoning) chunk(nulls ? { content: null, reasoning_content: piece } : { reasoning_content: piece });
+  for (const piece of a.text) chunk(nulls ? { content: piece, reasoning_content: null } : { content: piece });
   const style = a.framing.toolChunks;
   if (style === 'whole' && a.tools.length > 0) {
     chunk({ tool_calls: a.tools.map((t, index) => ({ index, id: t.id, type: 'function', function: { name: t.name, arguments: argsOf(t) } })) });
@@ -170,8 +201,9 @@ export function chatSse(a: ScriptedAnswer, model: string, flavour: Flavour, incl
     a.tools.forEach((t, index) => {
       const [first = '', ...rest] = t.args;
       const args = style === 'first-fragment' ? rest : t.args;
-      chunk({ tool_calls: [{ index, id: t.id, type: 'function', function: { name: t.name, arguments: style === 'first-fragment' ? first : '' } }] });
-      for (const piece of args) chunk({ tool_calls: [{ index, function: { arguments: piece } }] });
+      const nullContent: Record<string, Json> = nulls ? { content: null } : {};
+      chunk({ ...nullContent, tool_calls: [{ index, id: t.id, type: 'function', function: { name: t.name, arguments: style === 'first-fragment' ? first : '' } }] });
+      for (const piece of args) chunk({ ...nullContent, tool_calls: [{ index, function: { arguments: piece } }] });
     });
   }
   chunk({}, finish(a));
@@ -196,7 +228,7 @@ export function completionJson(a: ScriptedAnswer, model: string, flavour: Flavou
     choices: [{ text: joined(a), index: 0, logprobs: null, finish_reason: a.stop }],
     usage: chatUsage(a, flavour),
   };
-  return writeJson(body, a.framing.escaping);
+  return writeJson(body, a.framing);
 }
 
 export function completionSse(a: ScriptedAnswer, model: string, flavour: Flavour, includeUsage: boolean): string {
@@ -224,10 +256,11 @@ function stopReason(a: ScriptedAnswer): string {
 
 export function anthropicJson(a: ScriptedAnswer, model: string): string {
   const text = joined(a);
-  const content: Json[] = text === '' && a.tools.length > 0 ? [] : [{ type: 'text', text }];
+  const content: Json[] = a.reasoning.length > 0 ? [{ type: 'thinking', thinking: a.reasoning.join(''), signature: UPSTREAM_SIGNATURE }] : [];
+  if (text !== '' || a.tools.length === 0) content.push({ type: 'text', text });
   for (const t of a.tools) content.push({ type: 'tool_use', id: t.id, name: t.name, input: JSON.parse(argsOf(t)) as Json });
   const body: Json = { id: 'msg_scripted', type: 'message', role: 'assistant', model, content, stop_reason: stopReason(a), stop_sequence: null, usage: anthropicUsage(a, a.usage.output) };
-  return writeJson(body, a.framing.escaping);
+  return writeJson(body, a.framing);
 }
 
 export function anthropicSse(a: ScriptedAnswer, model: string): string {
@@ -235,6 +268,13 @@ export function anthropicSse(a: ScriptedAnswer, model: string): string {
   const message = { id: 'msg_scripted', type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null, usage: anthropicUsage(a, 1) };
   sse.event('message_start', { type: 'message_start', message });
   let index = 0;
+  if (a.reasoning.length > 0) {
+    sse.event('content_block_start', { type: 'content_block_start', index, content_block: { type: 'thinking', thinking: '', signature: '' } });
+    for (const thinking of a.reasoning) if (thinking !== '') sse.event('content_block_delta', { type: 'content_block_delta', index, delta: { type: 'thinking_delta', thinking } });
+    sse.event('content_block_delta', { type: 'content_block_delta', index, delta: { type: 'signature_delta', signature: UPSTREAM_SIGNATURE } });
+    sse.event('content_block_stop', { type: 'content_block_stop', index });
+    index++;
+  }
   if (a.text.join('') !== '' || a.tools.length === 0) {
     sse.event('content_block_start', { type: 'content_block_start', index, content_block: { type: 'text', text: '' } });
     sse.event('ping', { type: 'ping' });
@@ -265,6 +305,7 @@ function responsesUsage(a: ScriptedAnswer): Json {
 
 function outputItems(a: ScriptedAnswer, status: string): Json[] {
   const items: Json[] = [];
+  if (a.reasoning.length > 0) items.push({ id: 'rs_scripted0', type: 'reasoning', summary: [{ type: 'summary_text', text: a.reasoning.join('') }] });
   const text = joined(a);
   if (text !== '' || a.tools.length === 0) {
     items.push({ id: 'msg_scripted0', type: 'message', status, content: [{ type: 'output_text', annotations: [], logprobs: [], text }], role: 'assistant' });
@@ -303,7 +344,7 @@ function responseObject(a: ScriptedAnswer, id: string, model: string, done: bool
 }
 
 export function responsesJson(a: ScriptedAnswer, id: string, model: string): string {
-  return writeJson(responseObject(a, id, model, true), a.framing.escaping);
+  return writeJson(responseObject(a, id, model, true), a.framing);
 }
 
 export function responsesSse(a: ScriptedAnswer, id: string, model: string): string {
@@ -316,7 +357,15 @@ export function responsesSse(a: ScriptedAnswer, id: string, model: string): stri
   const items = final['output'] as Array<Record<string, Json>>;
   items.forEach((item, output_index) => {
     const item_id = item['id'] as string;
-    if (item['type'] === 'message') {
+    if (item['type'] === 'reasoning') {
+      const text = a.reasoning.join('');
+      const at = { item_id, output_index, summary_index: 0 };
+      ev('response.output_item.added', { output_index, item: { id: item_id, type: 'reasoning', summary: [] } });
+      ev('response.reasoning_summary_part.added', { ...at, part: { type: 'summary_text', text: '' } });
+      for (const delta of a.reasoning) if (delta !== '') ev('response.reasoning_summary_text.delta', { ...at, delta });
+      ev('response.reasoning_summary_text.done', { ...at, text });
+      ev('response.reasoning_summary_part.done', { ...at, part: { type: 'summary_text', text } });
+    } else if (item['type'] === 'message') {
       const text = joined(a);
       ev('response.output_item.added', { output_index, item: { id: item_id, type: 'message', status: 'in_progress', content: [], role: 'assistant' } });
       const part = { type: 'output_text', annotations: [], logprobs: [], text: '' };

@@ -12,7 +12,7 @@
  * byte cuts of the upstream's writes (ScriptedAnswer.cuts).
  */
 import fc from 'fast-check';
-import type { Escaping, Framing, ScriptedAnswer, ScriptedTool, ScriptedUsage } from './scripted-wire.ts';
+import type { Escaping, Framing, Layout, ScriptedAnswer, ScriptedTool, ScriptedUsage } from './scripted-wire.ts';
 
 export type Ingress = 'chat' | 'completions' | 'responses' | 'messages';
 export type Backend = 'openai' | 'anthropic' | 'responses' | 'llama';
@@ -31,6 +31,8 @@ export interface Prompt {
   system: string;
   user: string;
   history: HistoryCall | undefined;
+  /** the user text and the tool result as one text part (block) instead of a string */
+  parts: boolean;
 }
 
 export interface Scenario {
@@ -120,6 +122,7 @@ const usage: fc.Arbitrary<ScriptedUsage> = fc
 
 const framing: fc.Arbitrary<Framing> = fc.record({
   escaping: fc.constantFrom<Escaping>('plain', 'plain', 'ascii', 'verbose'),
+  layout: fc.constantFrom<Layout>('compact', 'compact', 'spaced', 'lines'),
   eol: fc.constantFrom<'\n' | '\r\n'>('\n', '\n', '\n', '\r\n'),
   space: fc.boolean(),
   obfuscation: fc.boolean(),
@@ -127,6 +130,7 @@ const framing: fc.Arbitrary<Framing> = fc.record({
   toolChunks: fc.constantFrom<Framing['toolChunks']>('named', 'named', 'first-fragment', 'whole'),
   usageOnFinish: fc.boolean(),
   comments: fc.boolean(),
+  nullMembers: fc.boolean(),
 });
 
 const cuts: fc.Arbitrary<number[]> = fc.oneof(
@@ -139,6 +143,7 @@ const prompt: fc.Arbitrary<Prompt> = fc.record({
   system: fc.oneof(fc.constant(''), anyText(4)),
   user: anyText(6).filter((t) => t.trim() !== ''),
   history: fc.option(fc.record({ id: safeId, name: toolName, args: argsText, result: anyText(4).filter((t) => t.trim() !== '') }), { nil: undefined }),
+  parts: fc.boolean(),
 });
 
 /** What each backend's protocol can carry: cache writes are Anthropic's, llama-server reports no cache reads. */
@@ -150,7 +155,7 @@ function fitUsage(u: ScriptedUsage, backend: Backend): ScriptedUsage {
 export function scenario(ingress: Ingress, backend: Backend): fc.Arbitrary<Scenario> {
   const tools: fc.Arbitrary<ScriptedTool[]> = ingress === 'completions' ? fc.constant([]) : fc.uniqueArray(tool(backend === 'anthropic' ? safeId : wideId), { maxLength: 3, selector: (t) => t.id });
   const answer: fc.Arbitrary<ScriptedAnswer> = fc
-    .record({ text: deltas, tools, usage, stop: fc.constantFrom<'stop' | 'length'>('stop', 'stop', 'length'), framing, cuts })
+    .record({ reasoning: ingress === 'completions' ? fc.constant<string[]>([]) : fc.oneof({ weight: 2, arbitrary: fc.constant<string[]>([]) }, { weight: 1, arbitrary: deltas }), text: deltas, tools, usage, stop: fc.constantFrom<'stop' | 'length'>('stop', 'stop', 'length'), framing, cuts })
     .map((a) => ({ ...a, usage: fitUsage(a.usage, backend) }));
   return fc.record({ prompt, answer, sdk: fc.boolean() });
 }
@@ -163,23 +168,42 @@ export function assertWellFormed(s: string, where: string): void {
 
 /** A hand-written scenario (regression tests): `answer` fields over an upstream with no quirks. */
 export function plainScenario(answer: Partial<Omit<ScriptedAnswer, 'framing'>> & { framing?: Partial<Framing> }, p: Partial<Prompt> = {}, sdk = false): Scenario {
-  const framing: Framing = { escaping: 'plain', eol: '\n', space: true, obfuscation: false, fullDeltaUsage: false, toolChunks: 'named', usageOnFinish: false, comments: false, ...answer.framing };
+  const framing: Framing = {
+    escaping: 'plain',
+    layout: 'compact',
+    eol: '\n',
+    space: true,
+    obfuscation: false,
+    fullDeltaUsage: false,
+    toolChunks: 'named',
+    usageOnFinish: false,
+    comments: false,
+    nullMembers: false,
+    ...answer.framing,
+  };
   return {
-    prompt: { system: '', user: 'hi', history: undefined, ...p },
-    answer: { text: [], tools: [], usage: { input: 10, cached: 0, written: 0, output: 5 }, stop: 'stop', cuts: [], ...answer, framing },
+    prompt: { system: '', user: 'hi', history: undefined, parts: false, ...p },
+    answer: { reasoning: [], text: [], tools: [], usage: { input: 10, cached: 0, written: 0, output: 5 }, stop: 'stop', cuts: [], ...answer, framing },
     sdk,
   };
 }
 
 /** Every NASTY fragment in one scenario: deltas, argument values, prompt and tool result; the body in 150 pieces. */
-export function nastyScenario(escaping: Escaping, backend: Backend, withTools: boolean): Scenario {
+export const NASTY_FRAMINGS: ReadonlyArray<Partial<Framing>> = [
+  { escaping: 'plain', layout: 'compact' },
+  { escaping: 'ascii', layout: 'spaced', eol: '\r\n', nullMembers: true, toolChunks: 'first-fragment' },
+  { escaping: 'verbose', layout: 'lines', space: false, comments: true, toolChunks: 'whole', usageOnFinish: true, fullDeltaUsage: true },
+];
+
+export function nastyScenario(framing: Partial<Framing>, ingress: Ingress, backend: Backend): Scenario {
+  const full = ingress !== 'completions'; // legacy completions carry neither tools nor reasoning
   const all = NASTY.join('');
   const args = JSON.stringify(Object.fromEntries(NASTY.map((s, i) => [s, i % 2 === 0 ? s : [s, { [s]: s }]])));
   const cuts = Array.from({ length: 150 }, (_, i) => i / 150);
   const usage = fitUsage({ input: 1000, cached: 300, written: 200, output: 77 }, backend);
   return plainScenario(
-    { text: [...NASTY], tools: withTools ? [{ id: 'call_nasty-1', name: 'nasty_tool', args: splitText(args, 'each') }] : [], usage, cuts, framing: { escaping } },
-    { system: all, user: all, history: withTools ? { id: 'call_prior', name: 'prior', args, result: all } : undefined },
+    { reasoning: full ? [...NASTY].reverse() : [], text: [...NASTY], tools: full ? [{ id: 'call_nasty-1', name: 'nasty_tool', args: splitText(args, 'each') }] : [], usage, cuts, framing },
+    { system: all, user: all, parts: true, history: full ? { id: 'call_prior', name: 'prior', args, result: all } : undefined },
     true,
   );
 }

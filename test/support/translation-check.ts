@@ -10,7 +10,9 @@
  *   earlier tool call (id, name, arguments, result) unchanged.
  */
 import assert from 'node:assert/strict';
+import { gatewaySignature } from '../../src/protocol/messages/signature.ts';
 import type { ScriptedRequest } from './scripted-upstream.ts';
+import { UPSTREAM_SIGNATURE } from './scripted-wire.ts';
 import type { Backend, Ingress, Prompt, Scenario } from './translation-arbitraries.ts';
 import { isRecord, type Json, type Observed, type SeenTool } from './translation-client.ts';
 
@@ -38,6 +40,13 @@ export function checkObserved(ingress: Ingress, backend: Backend, stream: boolea
   const text = a.text.join('');
   assert.ok(o.texts.length > 0, 'some text view');
   for (const [where, seen] of o.texts) assert.equal(seen, text, `text at ${where}`);
+
+  const reasoning = a.reasoning.join('');
+  for (const [where, seen] of o.reasonings) assert.equal(seen, reasoning, `reasoning at ${where}`);
+  for (const [where, thinking, signature] of o.signatures) {
+    // A translated thinking block is signed by the gateway over its text; a native one keeps Anthropic's.
+    assert.equal(signature, backend === 'anthropic' ? UPSTREAM_SIGNATURE : gatewaySignature(thinking), `thinking signature at ${where}`);
+  }
 
   const want = a.tools.map((t) => ({ id: ingress === 'messages' ? messagesId(t.id) : t.id, name: t.name, args: t.args.join('') }));
   for (const [where, calls] of o.tools) checkTools(where, calls, want, argsTextKept(ingress, backend, stream));

@@ -31,6 +31,10 @@ export interface SeenUsage {
 
 export interface Observed {
   texts: Array<[where: string, text: string]>;
+  /** the reasoning text: chat `reasoning_content`, a Responses reasoning summary, a thinking block */
+  reasonings: Array<[where: string, text: string]>;
+  /** Messages thinking blocks: their text and signature */
+  signatures: Array<[where: string, thinking: string, signature: string]>;
   tools: Array<[where: string, calls: SeenTool[]]>;
   usages: Array<[where: string, usage: SeenUsage]>;
   stops: Array<[where: string, stop: unknown]>;
@@ -50,7 +54,7 @@ const num = (v: unknown): number | undefined => (typeof v === 'number' ? v : und
 const str = (v: unknown): string => (typeof v === 'string' ? v : '');
 
 export function emptyObserved(): Observed {
-  return { texts: [], tools: [], usages: [], stops: [] };
+  return { texts: [], reasonings: [], signatures: [], tools: [], usages: [], stops: [] };
 }
 
 /** Tool names offered to the model: the earlier call's and the answer's. */
@@ -62,14 +66,16 @@ export function requestBody(ingress: Ingress, model: string, p: Prompt, a: Scrip
   const h = p.history;
   const names = toolNames(p, a);
   const schema = { type: 'object' };
+  /** a text as the protocol's one text part, or the string itself */
+  const part = (text: string, type = 'text'): unknown => (p.parts ? [{ type, text }] : text);
   switch (ingress) {
     case 'chat': {
       const messages: Json[] = [];
       if (p.system !== '') messages.push({ role: 'system', content: p.system });
-      messages.push({ role: 'user', content: p.user });
+      messages.push({ role: 'user', content: part(p.user) });
       if (h) {
         messages.push({ role: 'assistant', content: null, tool_calls: [{ id: h.id, type: 'function', function: { name: h.name, arguments: h.args } }] });
-        messages.push({ role: 'tool', tool_call_id: h.id, content: h.result });
+        messages.push({ role: 'tool', tool_call_id: h.id, content: part(h.result) });
       }
       const body: Json = { model, messages, stream };
       if (names.length > 0) body['tools'] = names.map((name) => ({ type: 'function', function: { name, parameters: schema } }));
@@ -82,18 +88,18 @@ export function requestBody(ingress: Ingress, model: string, p: Prompt, a: Scrip
       return body;
     }
     case 'responses': {
-      const input: Json[] = [{ role: 'user', content: p.user }];
-      if (h) input.push({ type: 'function_call', call_id: h.id, name: h.name, arguments: h.args }, { type: 'function_call_output', call_id: h.id, output: h.result });
+      const input: Json[] = [{ role: 'user', content: part(p.user, 'input_text') }];
+      if (h) input.push({ type: 'function_call', call_id: h.id, name: h.name, arguments: h.args }, { type: 'function_call_output', call_id: h.id, output: part(h.result, 'input_text') });
       const body: Json = { model, input, stream, store: true };
       if (p.system !== '') body['instructions'] = p.system;
       if (names.length > 0) body['tools'] = names.map((name) => ({ type: 'function', name, parameters: schema }));
       return body;
     }
     case 'messages': {
-      const messages: Json[] = [{ role: 'user', content: p.user }];
+      const messages: Json[] = [{ role: 'user', content: part(p.user) }];
       if (h) {
         messages.push({ role: 'assistant', content: [{ type: 'tool_use', id: h.id, name: h.name, input: JSON.parse(h.args) as unknown }] });
-        messages.push({ role: 'user', content: [{ type: 'tool_result', tool_use_id: h.id, content: h.result }] });
+        messages.push({ role: 'user', content: [{ type: 'tool_result', tool_use_id: h.id, content: part(h.result) }] });
       }
       const body: Json = { model, max_tokens: 1024, messages, stream };
       if (p.system !== '') body['system'] = p.system;
@@ -148,6 +154,7 @@ export function readChatJson(ingress: 'chat' | 'completions', body: Json, o: Obs
   if (ingress === 'chat') {
     const m = rec(choice['message'], 'message');
     o.texts.push(['message.content', str(m['content'])]);
+    o.reasonings.push(['message.reasoning_content', str(m['reasoning_content'] ?? m['reasoning'])]);
     o.tools.push(['message.tool_calls', chatTools(m['tool_calls'])]);
   } else {
     o.texts.push(['choices[0].text', str(choice['text'])]);
@@ -159,6 +166,7 @@ export function readChatJson(ingress: 'chat' | 'completions', body: Json, o: Obs
 export function readChatStream(ingress: 'chat' | 'completions', events: SseEvent[], o: Observed): void {
   assert.equal(events.at(-1)?.data, '[DONE]', 'the stream ends with data: [DONE]');
   let text = '';
+  let reasoning = '';
   let stop: unknown;
   const calls: SeenTool[] = [];
   for (const e of events.slice(0, -1)) {
@@ -174,6 +182,7 @@ export function readChatStream(ingress: 'chat' | 'completions', events: SseEvent
       }
       const delta = rec(choice['delta'], 'delta');
       text += str(delta['content']);
+      reasoning += str(delta['reasoning_content'] ?? delta['reasoning']);
       for (const tc of arr(delta['tool_calls'])) {
         const t = rec(tc, 'tool call delta');
         const i = num(t['index']) ?? 0;
@@ -186,6 +195,7 @@ export function readChatStream(ingress: 'chat' | 'completions', events: SseEvent
     }
   }
   o.texts.push(['content deltas', text]);
+  if (ingress === 'chat') o.reasonings.push(['reasoning_content deltas', reasoning]);
   o.tools.push(['tool_calls deltas', calls]);
   o.stops.push(['finish_reason', stop]);
 }
@@ -196,13 +206,16 @@ export function readChatStream(ingress: 'chat' | 'completions', events: SseEvent
 /** The text, function calls, usage and status of a Response object. */
 export function readResponse(where: string, r: Json, o: Observed): void {
   let text = '';
+  let reasoning = '';
   const calls: SeenTool[] = [];
   for (const it of arr(r['output'])) {
     const item = rec(it, 'output item');
+    if (item['type'] === 'reasoning') for (const part of arr(item['summary'])) reasoning += str(rec(part, 'summary part')['text']);
     if (item['type'] === 'message') for (const part of arr(item['content'])) text += str(rec(part, 'content part')['text']);
     if (item['type'] === 'function_call') calls.push({ id: str(item['call_id']), name: str(item['name']), args: str(item['arguments']) });
   }
   o.texts.push([where, text]);
+  o.reasonings.push([where, reasoning]);
   o.tools.push([where, calls]);
   o.stops.push([`${where} status`, r['status']]);
   const u = rec(r['usage'], `${where} usage`);
@@ -215,6 +228,9 @@ export function readResponsesStream(events: SseEvent[], o: Observed): void {
   let deltas = '';
   let done = '';
   let itemText = '';
+  let summaryDeltas = '';
+  let summaryDone = '';
+  let itemSummary = '';
   const itemCalls: SeenTool[] = [];
   const byItem = new Map<string, SeenTool>();
   const doneArgs = new Map<string, string>();
@@ -234,6 +250,12 @@ export function readResponsesStream(events: SseEvent[], o: Observed): void {
       case 'response.output_text.done':
         done += str(d['text']);
         break;
+      case 'response.reasoning_summary_text.delta':
+        summaryDeltas += str(d['delta']);
+        break;
+      case 'response.reasoning_summary_text.done':
+        summaryDone += str(d['text']);
+        break;
       case 'response.output_item.added': {
         const item = rec(d['item'], 'item');
         if (item['type'] === 'function_call') byItem.set(str(item['id']), { id: str(item['call_id']), name: str(item['name']), args: '' });
@@ -251,6 +273,7 @@ export function readResponsesStream(events: SseEvent[], o: Observed): void {
       case 'response.output_item.done': {
         const item = rec(d['item'], 'item');
         if (item['type'] === 'message') for (const part of arr(item['content'])) itemText += str(rec(part, 'part')['text']);
+        if (item['type'] === 'reasoning') for (const part of arr(item['summary'])) itemSummary += str(rec(part, 'summary part')['text']);
         if (item['type'] === 'function_call') itemCalls.push({ id: str(item['call_id']), name: str(item['name']), args: str(item['arguments']) });
         break;
       }
@@ -263,6 +286,7 @@ export function readResponsesStream(events: SseEvent[], o: Observed): void {
     }
   });
   o.texts.push(['output_text deltas', deltas], ['output_text.done', done], ['output_item.done', itemText]);
+  o.reasonings.push(['reasoning_summary_text deltas', summaryDeltas], ['reasoning_summary_text.done', summaryDone], ['output_item.done', itemSummary]);
   const streamed = [...byItem.entries()];
   o.tools.push(['arguments deltas', streamed.map(([, t]) => t)]);
   o.tools.push(['function_call_arguments.done', streamed.map(([id, t]) => ({ ...t, args: doneArgs.get(id) ?? '<none>' }))]);
@@ -284,13 +308,19 @@ function messagesUsage(u: unknown): SeenUsage {
 
 export function readMessage(where: string, m: Json, o: Observed): void {
   let text = '';
+  let thinking = '';
   const calls: SeenTool[] = [];
   for (const b of arr(m['content'])) {
     const block = rec(b, 'content block');
     if (block['type'] === 'text') text += str(block['text']);
+    if (block['type'] === 'thinking') {
+      thinking += str(block['thinking']);
+      o.signatures.push([where, str(block['thinking']), str(block['signature'])]);
+    }
     if (block['type'] === 'tool_use') calls.push({ id: str(block['id']), name: str(block['name']), args: JSON.stringify(block['input']) });
   }
   o.texts.push([where, text]);
+  o.reasonings.push([where, thinking]);
   o.tools.push([where, calls]);
   o.stops.push([`${where} stop_reason`, m['stop_reason']]);
   o.usages.push([where, { ...messagesUsage(m['usage']), cached: num(rec(m['usage'], 'usage')['cache_read_input_tokens']) ?? 0, written: num(rec(m['usage'], 'usage')['cache_creation_input_tokens']) ?? 0 }]);
@@ -298,6 +328,8 @@ export function readMessage(where: string, m: Json, o: Observed): void {
 
 export function readMessagesStream(events: SseEvent[], o: Observed): void {
   let text = '';
+  let thinking = '';
+  const thinkingBlocks = new Map<number, { thinking: string; signature: string }>();
   const calls = new Map<number, SeenTool>();
   let stop: unknown;
   let stopped = false;
@@ -316,12 +348,16 @@ export function readMessagesStream(events: SseEvent[], o: Observed): void {
       case 'content_block_start': {
         const b = rec(d['content_block'], 'content_block');
         if (b['type'] === 'text') text += str(b['text']);
+        if (b['type'] === 'thinking') thinkingBlocks.set(num(d['index']) ?? -1, { thinking: str(b['thinking']), signature: str(b['signature']) });
         if (b['type'] === 'tool_use') calls.set(num(d['index']) ?? -1, { id: str(b['id']), name: str(b['name']), args: '' });
         break;
       }
       case 'content_block_delta': {
         const delta = rec(d['delta'], 'delta');
         if (delta['type'] === 'text_delta') text += str(delta['text']);
+        const block = thinkingBlocks.get(num(d['index']) ?? -1);
+        if (delta['type'] === 'thinking_delta' && block) block.thinking += str(delta['thinking']);
+        if (delta['type'] === 'signature_delta' && block) block.signature += str(delta['signature']);
         if (delta['type'] === 'input_json_delta') {
           const seen = calls.get(num(d['index']) ?? -1);
           assert.ok(seen, `input_json_delta for a block that is no tool_use: ${e.data}`);
@@ -342,6 +378,11 @@ export function readMessagesStream(events: SseEvent[], o: Observed): void {
   }
   assert.ok(stopped, 'the stream ends with message_stop');
   o.texts.push(['text deltas', text]);
+  for (const b of thinkingBlocks.values()) {
+    thinking += b.thinking;
+    o.signatures.push(['thinking block deltas', b.thinking, b.signature]);
+  }
+  o.reasonings.push(['thinking deltas', thinking]);
   o.tools.push(['input_json deltas', [...calls.values()]]);
   o.stops.push(['message_delta stop_reason', stop]);
 }

@@ -14,7 +14,7 @@ import { after, before, it } from 'node:test';
 import fc from 'fast-check';
 import { startGateway, type TestGateway } from './gateway.ts';
 import { startScriptedUpstream, type ScriptedUpstream } from './scripted-upstream.ts';
-import { assertWellFormed, nastyScenario, scenario, type Backend, type Ingress, type Scenario } from './translation-arbitraries.ts';
+import { assertWellFormed, NASTY_FRAMINGS, nastyScenario, scenario, type Backend, type Ingress, type Scenario } from './translation-arbitraries.ts';
 import { checkObserved, checkUpstreamRequest } from './translation-check.ts';
 import {
   bodyText,
@@ -176,8 +176,8 @@ export function regression(harness: { get(): Harness }, name: string, ingress: I
 /** Every NASTY fragment at once, in each JSON spelling, JSON and stream, through `ingress` × `backend`. */
 export function nastyCase(harness: { get(): Harness }, ingress: Ingress, backend: Backend): void {
   it(`${ingress} × ${backend}: every nasty fragment at once, in 150 byte pieces, in each JSON spelling`, async () => {
-    for (const escaping of ['plain', 'ascii', 'verbose'] as const) {
-      for (const stream of [false, true]) await exercise(harness.get(), ingress, backend, stream, nastyScenario(escaping, backend, ingress !== 'completions'));
+    for (const framing of NASTY_FRAMINGS) {
+      for (const stream of [false, true]) await exercise(harness.get(), ingress, backend, stream, nastyScenario(framing, ingress, backend));
     }
   });
 }
