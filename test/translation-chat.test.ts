@@ -15,7 +15,7 @@
 import { describe } from 'node:test';
 import { nastyCase, pairProperty, translationHarness } from './support/translation-harness.ts';
 
-const RUNS = 12;
+const RUNS = 30;
 const harness = translationHarness();
 
 describe('chat ingress', () => {

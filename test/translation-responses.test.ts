@@ -12,7 +12,7 @@ import { describe } from 'node:test';
 import { plainScenario } from './support/translation-arbitraries.ts';
 import { nastyCase, pairProperty, regression, translationHarness } from './support/translation-harness.ts';
 
-const RUNS = 12;
+const RUNS = 30;
 const harness = translationHarness();
 
 describe('responses ingress', () => {

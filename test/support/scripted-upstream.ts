@@ -10,24 +10,13 @@
  *   /native/v1/responses                               OpenAI's Responses API (base_url …/native/v1)
  *
  * A POST with nothing queued gets a 500. Every POST's body is recorded (parsed) for the request
- * side of the checks. Wire shapes: scripted-wire.ts.
+ * side of the checks. Wire shapes: scripted-bodies.ts.
  */
 import http from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import {
-  anthropicJson,
-  anthropicSse,
-  chatJson,
-  chatSse,
-  completionJson,
-  completionSse,
-  cutPoints,
-  responsesJson,
-  responsesSse,
-  type Flavour,
-  type ScriptedAnswer,
-} from './scripted-wire.ts';
+import { anthropicJson, anthropicSse, chatJson, chatSse, completionJson, completionSse, responsesJson, responsesSse } from './scripted-bodies.ts';
+import { cutPoints, type Flavour, type ScriptedAnswer } from './scripted-wire.ts';
 
 export type UpstreamProtocol = 'chat' | 'completions' | 'messages' | 'responses';
 

@@ -1,7 +1,8 @@
 /**
  * Generated inputs for the translation properties (test/translation-*.test.ts): a client's prompt
- * (system, user text, an earlier tool round trip) and the upstream's scripted answer (text deltas,
- * tool calls with streamed argument fragments, usage, JSON spelling, SSE framing, byte cuts).
+ * (system, user text, an earlier tool round trip) and the upstream's scripted answer (reasoning and
+ * text deltas, tool calls with streamed argument fragments, usage, the upstream's JSON spelling and
+ * layout, SSE framing and vendor quirks, byte cuts).
  *
  * Text is drawn from all of Unicode (fast-check's `binary` unit: every code point, astral planes
  * included) mixed with fragments that break naive code: JSON and SSE syntax, escapes, `%XX` URL

@@ -1,8 +1,9 @@
 /**
  * What the translation properties require of one exchange, given the generated scenario:
  *
- * - answer side (`checkObserved`): every place a client reads the text has exactly the upstream's
- *   text; the tool calls have the upstream's names, ids (Messages makes characters outside
+ * - answer side (`checkObserved`): every place a client reads the text or the reasoning has exactly
+ *   the upstream's (a translated thinking block is signed by the gateway over exactly that text);
+ *   the tool calls have the upstream's names, ids (Messages makes characters outside
  *   `[A-Za-z0-9_-]` `_`) and arguments (the same JSON value; the same text where both protocols
  *   carry arguments as text); usage has the upstream's counts in the client protocol's terms
  *   (input, output, total, cache reads and writes); the stop reason maps;

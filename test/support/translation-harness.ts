@@ -20,17 +20,16 @@ import {
   bodyText,
   emptyObserved,
   parseSse,
-  PATHS,
   readChatJson,
   readChatStream,
   readMessage,
   readMessagesStream,
   readResponse,
   readResponsesStream,
-  requestBody,
   type Json,
   type Observed,
 } from './translation-client.ts';
+import { PATHS, requestBody } from './translation-requests.ts';
 import { readWithSdk, sdkClients, type SdkClients } from './translation-sdk.ts';
 
 export const MODELS: Record<Backend, string> = { openai: 'via-openai', anthropic: 'via-anthropic', responses: 'via-native-responses', llama: 'via-llama' };
