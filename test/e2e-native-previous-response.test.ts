@@ -86,10 +86,8 @@ keys:
   }
 
   for (const model of ['native-test', 'translated-test']) {
-    /** Native answers pend the fix of issue 33.3; drop once it has landed. */
-    const opts = model === 'native-test' ? { todo: 'issue 33.3' } : {};
     describe(model, () => {
-      test('responses.create (JSON): the answer and the stored response echo previous_response_id', opts, async () => {
+      test('responses.create (JSON): the answer and the stored response echo previous_response_id', async () => {
         answers(model);
         const prev = await firstTurn(model);
         const second = await client.responses.create({ model, previous_response_id: prev, input: SECOND_PROMPT });
@@ -100,7 +98,7 @@ keys:
         assert.equal(stored.output_text, SECOND_ANSWER);
       });
 
-      test('responses.stream: response.created, response.completed, finalResponse and the stored response echo it', opts, async () => {
+      test('responses.stream: response.created, response.completed, finalResponse and the stored response echo it', async () => {
         answers(model);
         const prev = await firstTurn(model);
         const stream = client.responses.stream({ model, previous_response_id: prev, input: SECOND_PROMPT });
@@ -117,7 +115,7 @@ keys:
         assert.equal(stored.output_text, SECOND_ANSWER);
       });
 
-      test('responses.create stream: true: every lifecycle event and the stored response echo it', opts, async () => {
+      test('responses.create stream: true: every lifecycle event and the stored response echo it', async () => {
         answers(model);
         const prev = await firstTurn(model);
         const events: ResponseStreamEvent[] = [];

@@ -259,10 +259,8 @@ keys:
     const USAGE = { prompt_tokens: 777, completion_tokens: 45 };
     /** A generous bound for the estimate of PROMPT (about 25 tokens) plus the message framing. */
     const SANE = 200;
-    /** Pending the fix of issue 33.2 in the committed tree; drop once it has landed. */
-    const PENDING = { todo: 'issue 33.2' };
 
-    test('Anthropic SDK messages.stream: message_start.usage.input_tokens > 0; finalMessage has the exact usage', PENDING, async () => {
+    test('Anthropic SDK messages.stream: message_start.usage.input_tokens > 0; finalMessage has the exact usage', async () => {
       ctx.fake.enqueue({ kind: 'reply', content: TEXT, usage: USAGE });
       const stream = ctx.anthropic.messages.stream({ model: 'claude-gw', max_tokens: 256, messages: [{ role: 'user', content: PROMPT }] });
       // read at once: the SDK's final message is message_start's object, updated in place by message_delta
@@ -287,7 +285,7 @@ keys:
       );
     });
 
-    test('LangChain ChatAnthropic.stream: usage_metadata.input_tokens > 0, output_tokens the upstream’s', PENDING, async () => {
+    test('LangChain ChatAnthropic.stream: usage_metadata.input_tokens > 0, output_tokens the upstream’s', async () => {
       ctx.fake.enqueue({ kind: 'reply', content: TEXT, usage: USAGE });
       const model = new ChatAnthropic({ model: 'claude-gw', anthropicApiUrl: ctx.gw.url, apiKey: KEY, maxRetries: 0, maxTokens: 256 });
       let full: AIMessageChunk | undefined;
