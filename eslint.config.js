@@ -72,10 +72,4 @@ export default defineConfig(
       'no-restricted-globals': ['error', ...restrictedGlobals],
     },
   },
-  {
-    // TODO(issue 33): printEvent's switch over MessagesStreamEvent['type'] needs a `default: break;`;
-    // this file is being changed elsewhere now. Remove this block once it has one.
-    files: ['src/protocol/messages/stream.ts'],
-    rules: { '@typescript-eslint/switch-exhaustiveness-check': 'off' },
-  },
 );

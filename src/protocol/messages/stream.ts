@@ -281,6 +281,9 @@ export function printEvent(ev: MessagesStreamEvent): string {
     case 'content_block_delta':
       if (ev.delta.type === 'text_delta') return `{"type":"content_block_delta","index":${ev.index},"delta":{"type":"text_delta","text":${JSON.stringify(ev.delta.text)}}}`;
       break;
+    default:
+      // message_start, message_delta, ping and error vary in shape: printed whole below.
+      break;
   }
   return JSON.stringify(ev);
 }
