@@ -4,8 +4,10 @@
  * label (the pattern, never the free-form name). Config mistakes are named at load.
  */
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
 import { ConfigError, parseConfig } from '../src/config/load.ts';
+import { startFakeLlamaServer, type FakeLlamaServer } from './support/fake-llama-server.ts';
+import { startGateway, type TestGateway } from './support/gateway.ts';
 import { upstreamsWithGateway } from './support/suite.ts';
 
 const TEAM = 'sk-team-0123456789abcdef';
@@ -64,6 +66,21 @@ admin: { key: "${ADMIN}" }
     assert.deepEqual(ids, ['chat', 'fast']);
   });
 
+  test('/v1/models/{id} answers for a name a pattern or an alias serves, within the key\'s models', async () => {
+    const get = (id: string, key: string): Promise<Response> => fetch(`${ctx.gw.baseURL}/models/${encodeURIComponent(id)}`, { headers: { authorization: `Bearer ${key}` } });
+    for (const id of ['claude-haiku-4-5-20251001', 'openai/gpt-4o', 'fast']) {
+      const r = await get(id, ALL);
+      assert.equal(r.status, 200, id);
+      assert.equal(((await r.json()) as { id?: unknown }).id, id);
+    }
+    assert.equal((await get('claude-opus-4', TEAM)).status, 200);
+    for (const [id, key] of [['chat', TEAM], ['openai/gpt-4o', TEAM], ['gpt-5', ALL]] as const) {
+      const r = await get(id, key);
+      assert.equal(r.status, 404, id);
+      assert.equal(((await r.json()) as { error: { code?: unknown } }).error.code, 'model_not_found');
+    }
+  });
+
   test("a key's model list names patterns: a name they match is allowed, others do not exist", async () => {
     assert.equal((await chat('claude-opus-4', TEAM)).status, 200);
     const r = await chat('chat', TEAM);
@@ -77,6 +94,41 @@ admin: { key: "${ADMIN}" }
     assert.match(text, /switchyard_requests_total\{[^}]*model="claude-\*"/);
     assert.doesNotMatch(text, /claude-haiku-9-20990101/);
   });
+});
+
+describe('model routes: a pattern or alias gets its targets\' translation options', () => {
+  let llama: FakeLlamaServer;
+  let gw: TestGateway;
+  before(async () => {
+    llama = await startFakeLlamaServer({ alias: 'qwen-test' });
+    gw = await startGateway(`
+backends:
+  local: { type: llamacpp, base_url: "${llama.url}" }
+models:
+  "qwen-*": { targets: [ { backend: local, model: qwen-test } ] }
+  local: { targets: [ { backend: local, model: qwen-test } ] }
+  q: { alias: local }
+`);
+  });
+  after(async () => {
+    await gw.close();
+    await llama.close();
+  });
+
+  // llama-server reads top_k; a Messages request's top_k reaches it whatever name the model was asked by
+  for (const model of ['qwen-local', 'q']) {
+    test(`Messages top_k reaches llama-server through ${model}`, async () => {
+      const r = await fetch(`${gw.url}/v1/messages`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01' },
+        body: JSON.stringify({ model, max_tokens: 16, top_k: 7, messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      assert.equal(r.status, 200);
+      assert.doesNotMatch(r.headers.get('x-switchyard-warnings') ?? '', /top_k/);
+      const up = llama.requests.filter((q) => q.path === '/v1/chat/completions').at(-1);
+      assert.equal((up?.body as { top_k?: unknown } | undefined)?.top_k, 7);
+    });
+  }
 });
 
 describe('model routes: config mistakes are named', () => {

@@ -139,6 +139,22 @@ export class Operations {
   }
 
   /**
+   * Whether a request for `name` reaches a model this key may use: a listed name, an alias, or a
+   * name a pattern serves, checked as the pipeline checks a request.
+   */
+  servesModel(name: string, keyName?: string): boolean {
+    const key = this.router.modelKey(name);
+    if (key === undefined) return false;
+    const allowed = this.pipeline.principal(keyName)?.models;
+    return allowed === undefined || allowed.includes(key);
+  }
+
+  /** The backend types of the targets that serve `name`, in the model's order (none for an unknown name). */
+  backendTypes(name: string): string[] {
+    return this.router.modelKey(name) === undefined ? [] : this.router.resolve(name).map((t) => t.entry.config.type);
+  }
+
+  /**
    * A Messages request's input tokens (`/v1/messages/count_tokens`): counted by the upstream when
    * the model's first target speaks the Messages API natively, else — or when that upstream fails —
    * estimated with the gateway's tokenizer (the encoding of the model's first target). 404 for a

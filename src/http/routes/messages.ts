@@ -48,10 +48,9 @@ import type { SseFraming } from '../sse.ts';
 /** A keep-alive `ping` after this long without a write. */
 const PING_MS = 15_000;
 
-/** Translation options from the backend types the model's targets have. */
+/** Translation options from the backend types of the targets that serve the model (an alias's or a pattern's too). */
 function toChatOptions(deps: GenerationDeps, model: string): ToChatOptions {
-  const targets = Object.hasOwn(deps.config.models, model) ? (deps.config.models[model]?.targets ?? []) : [];
-  const types = targets.map((t) => deps.config.backends[t.backend]?.type);
+  const types = deps.operations.backendTypes(model);
   const allLlama = types.length > 0 && types.every((t) => t === 'llamacpp');
   // reasoning history and top_k only where every target reads them (OpenAI's API refuses top_k)
   return { reasoningContent: allLlama, topK: allLlama };

@@ -13,11 +13,14 @@ export function listModelsHandler(deps: GenerationDeps) {
   };
 }
 
-/** GET /v1/models/{model+}: one of them (ids may hold slashes, sent as they are or as %2F). */
+/**
+ * GET /v1/models/{model+}: a model the key may use, listed or served by a pattern (ids may hold
+ * slashes, sent as they are or as %2F).
+ */
 export function getModelHandler(deps: GenerationDeps) {
   return async (x: Exchange): Promise<void> => {
     const id = x.params.model ?? '';
-    if (!deps.operations.models(x.keyName).includes(id)) throw modelNotFound(id);
+    if (!deps.operations.servesModel(id, x.keyName)) throw modelNotFound(id);
     sendJson(x, 200, card(id, Math.floor(deps.startedAt / 1000)), deps.config.server.send_timeout_ms);
   };
 }
