@@ -28,8 +28,8 @@ describe('messages: every nasty fragment at once', () => {
   for (const backend of ['anthropic', 'openai', 'llama'] as const) nastyCase(harness, 'messages', backend);
 });
 
-// A translated stream's message_start once said input_tokens: 0; it carries the gateway's estimate
-// of the prompt (the upstream reports its count only at the end, in message_delta).
+// A shrunk counterexample: a translated stream's message_start carries the gateway's estimate of
+// the prompt's tokens (the upstream reports its count only at the end, in message_delta), never 0.
 describe('messages: message_start input tokens (regressions)', () => {
   for (const backend of ['openai', 'llama'] as const) {
     regression(harness, 'message_start counts a one-character prompt (shrunk)', 'messages', backend, true, plainScenario({}, { user: '!' }));

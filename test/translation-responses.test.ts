@@ -28,11 +28,13 @@ describe('responses: every nasty fragment at once', () => {
   for (const backend of ['responses', 'openai', 'anthropic', 'llama'] as const) nastyCase(harness, 'responses', backend);
 });
 
-// A translated stream once read a message's first token with the URL-percent decoder unescape():
-// `%41` became `A`, JSON escapes (`\"`, `\\`, `\n`, `\u00a0`) stayed escaped in the deltas,
+// Shrunk counterexamples and the issue's cases: a translated stream takes a message's first token
+// from the chunk's JSON text, which must be decoded as a JSON string (not as URL escapes, which
+// turn `%41` into `A` and leave `\"`, `\\`, `\n`, `\u0000` and `\u00a0` escaped) in the deltas,
 // output_text.done, response.completed and the stored response.
 describe('responses: first-token decoding (regressions)', () => {
   for (const backend of ['openai', 'llama'] as const) {
+    regression(harness, 'a control character in the first token (shrunk)', 'responses', backend, true, plainScenario({ text: ['\u0000'] }, { user: '!' }));
     regression(harness, 'a JSON \\u escape in the first token (shrunk)', 'responses', backend, true, plainScenario({ text: ['\u00a0'], framing: { escaping: 'ascii' } }, { user: '!' }));
     regression(harness, 'a %XX sequence in the first token', 'responses', backend, true, plainScenario({ text: ['50%41 off', ' today'] }));
     regression(harness, 'a quote, backslash and newline in the first token', 'responses', backend, true, plainScenario({ text: ['say "hi" \\ \n', 'and "bye"'] }, {}, true));
