@@ -24,6 +24,33 @@ describe('token counting (real tokenizer, in a worker)', () => {
     assert.equal(await tc.count('cl100k_base', []), 0);
   });
 
+  it('remembers counts on the calling thread: known texts are counted without the worker, within bounds', async () => {
+    const small = new TokenCounter(2000);
+    try {
+      const texts = Array.from({ length: 30 }, (_, i) => `text number ${i}: ${'ab '.repeat(2 * i)}`);
+      const each = await Promise.all(texts.map((t) => tc.count('cl100k_base', [t])));
+      // counted through the bounded memo (most entries evicted on the way), the counts stay exact
+      for (let round = 0; round < 2; round++) {
+        for (let i = 0; i < texts.length; i++) assert.equal(await small.count('cl100k_base', [texts[i] ?? '']), each[i]);
+      }
+      const total = each.reduce((a, b) => a + b, 0);
+      assert.equal(await small.count('cl100k_base', texts), total);
+      // the last text is remembered: with the worker gone it is still counted, at once
+      await small.close();
+      const last = texts.at(-1) ?? '';
+      let settled = false;
+      const p = small.count('cl100k_base', [last]).then((n) => {
+        settled = true;
+        return n;
+      });
+      await Promise.resolve();
+      assert.ok(settled, 'a remembered text waits for no worker');
+      assert.equal(await p, each.at(-1));
+    } finally {
+      await small.close();
+    }
+  });
+
   it('picks o200k_base for the 4o / 4.1 / 5 / o-series families, cl100k_base otherwise', () => {
     for (const m of ['gpt-4o-mini', 'gpt-4o', 'gpt-4.1-nano', 'gpt-5', 'o3-mini', 'o1', 'openai/gpt-oss-20b', 'chatgpt-4o-latest']) assert.equal(encodingFor(m), 'o200k_base', m);
     for (const m of ['gpt-4', 'gpt-3.5-turbo', 'claude-3-5-haiku-latest', 'qwen2.5-7b-instruct', 'echo', 'o10-thing']) assert.equal(encodingFor(m), 'cl100k_base', m);

@@ -5,8 +5,9 @@
  * encoding costs about 0.6 µs per character, so a 20 KB prompt would block the event loop for
  * ~13 ms. Both happen in one worker thread instead: encoders are built there once, at start-up,
  * only for the encodings the configured models need, and the main thread only posts texts and
- * gets a number back. The worker also remembers the count of every text it has seen (bounded), so
- * a conversation that resends its history pays only for its new message.
+ * gets their counts back. The main thread remembers the count of every text it has seen (bounded
+ * in characters and entries), so a conversation that resends its history pays only for its new
+ * message, and a prompt whose texts are all known is counted without a message to the worker.
  */
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
@@ -29,32 +30,13 @@ function encoder(name) {
   if (!e) { e = new Tiktoken(require(workerData.ranks[name])); encoders.set(name, e); }
   return e;
 }
-const memo = new Map();
-let memoChars = 0;
-const MEMO_MAX = workerData.memoChars;
 function count(name, text) {
-  if (text.length === 0) return 0;
-  const k = name + '\\u0000' + text;
-  const hit = memo.get(k);
-  if (hit !== undefined) return hit;
-  const n = encoder(name).encode(text, 'all').length;
-  if (text.length >= 16 && text.length <= MEMO_MAX / 8) {
-    memo.set(k, n);
-    memoChars += k.length;
-    for (const key of memo.keys()) {
-      if (memoChars <= MEMO_MAX) break;
-      memo.delete(key);
-      memoChars -= key.length;
-    }
-  }
-  return n;
+  return encoder(name).encode(text, 'all').length;
 }
 parentPort.on('message', (m) => {
   try {
     if (m.warm) { for (const n of m.warm) encoder(n); parentPort.postMessage({ id: m.id, n: 0 }); return; }
-    let n = 0;
-    for (const t of m.texts) n += count(m.enc, t);
-    parentPort.postMessage({ id: m.id, n });
+    parentPort.postMessage({ id: m.id, ns: m.texts.map((t) => count(m.enc, t)) });
   } catch (err) {
     parentPort.postMessage({ id: m.id, error: String(err && err.message || err) });
   }
@@ -64,16 +46,57 @@ parentPort.on('message', (m) => {
 const require = createRequire(import.meta.url);
 
 interface Pending {
-  resolve(n: number): void;
+  resolve(ns: number[]): void;
   reject(e: Error): void;
+}
+
+/** The most texts remembered, whatever their length (a Map entry costs about 80 bytes beside its text). */
+const MEMO_ENTRIES = 100_000;
+
+/** Counts of texts seen, per encoding, oldest first; bounded in characters and in entries. */
+class CountMemo {
+  private readonly maps: Record<Encoding, Map<string, number>> = { o200k_base: new Map(), cl100k_base: new Map() };
+  private chars = 0;
+  private entries = 0;
+
+  constructor(private readonly maxChars: number) {}
+
+  get(enc: Encoding, text: string): number | undefined {
+    return this.maps[enc].get(text);
+  }
+
+  set(enc: Encoding, text: string, n: number): void {
+    if (text.length > this.maxChars / 8) return;
+    const map = this.maps[enc];
+    if (map.has(text)) return;
+    map.set(text, n);
+    this.chars += text.length;
+    this.entries++;
+    while (this.chars > this.maxChars || this.entries > MEMO_ENTRIES) this.evictOne();
+  }
+
+  /** Drops the oldest text of the larger map. */
+  private evictOne(): void {
+    const a = this.maps.o200k_base;
+    const b = this.maps.cl100k_base;
+    const map = a.size >= b.size ? a : b;
+    const oldest = map.keys().next();
+    if (oldest.done === true) return;
+    map.delete(oldest.value);
+    this.chars -= oldest.value.length;
+    this.entries--;
+  }
 }
 
 export class TokenCounter {
   private worker: Worker | undefined;
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
+  private readonly memo: CountMemo;
 
-  constructor(private readonly memoChars = 8_000_000) {}
+  constructor(memoChars = 8_000_000) {
+    this.memo = new CountMemo(memoChars);
+  }
 
   private start(): Worker {
     if (this.worker) return this.worker;
@@ -83,17 +106,17 @@ export class TokenCounter {
     };
     const w = new Worker(WORKER, {
       eval: true,
-      workerData: { lite: require.resolve('js-tiktoken/lite'), ranks, memoChars: this.memoChars },
+      workerData: { lite: require.resolve('js-tiktoken/lite'), ranks },
       // plain CommonJS: no TypeScript loader needed in the worker
       execArgv: [],
     });
     w.unref();
-    w.on('message', (m: { id: number; n?: number; error?: string }) => {
+    w.on('message', (m: { id: number; ns?: number[]; error?: string }) => {
       const p = this.pending.get(m.id);
       if (!p) return;
       this.pending.delete(m.id);
       if (m.error !== undefined) p.reject(new Error(`tokenizer: ${m.error}`));
-      else p.resolve(m.n ?? 0);
+      else p.resolve(m.ns ?? []);
     });
     const fail = (err: Error): void => {
       for (const p of this.pending.values()) p.reject(err);
@@ -106,10 +129,10 @@ export class TokenCounter {
     return w;
   }
 
-  private send(msg: { warm: Encoding[] } | { enc: Encoding; texts: string[] }): Promise<number> {
+  private send(msg: { warm: Encoding[] } | { enc: Encoding; texts: string[] }): Promise<number[]> {
     const w = this.start();
     const id = this.nextId++;
-    return new Promise<number>((resolve, reject) => {
+    return new Promise<number[]>((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
       w.postMessage({ id, ...msg });
     });
@@ -121,11 +144,27 @@ export class TokenCounter {
     return this.send({ warm: [...new Set(encodings)] }).then(() => undefined);
   }
 
-  /** Total tokens of `texts` in `enc`. */
+  /** Total tokens of `texts` in `enc`: remembered counts, and the worker's for the rest. */
   count(enc: Encoding, texts: readonly string[]): Promise<number> {
-    const nonEmpty = texts.filter((t) => t.length > 0);
-    if (nonEmpty.length === 0) return Promise.resolve(0);
-    return this.send({ enc, texts: nonEmpty });
+    let known = 0;
+    let unknown: string[] | undefined;
+    for (const t of texts) {
+      if (t.length === 0) continue;
+      const n = this.memo.get(enc, t);
+      if (n !== undefined) known += n;
+      else (unknown ??= []).push(t);
+    }
+    if (unknown === undefined) return Promise.resolve(known);
+    const asked = unknown;
+    return this.send({ enc, texts: asked }).then((ns) => {
+      let total = known;
+      for (let i = 0; i < asked.length; i++) {
+        const n = ns[i] ?? 0;
+        this.memo.set(enc, asked[i] ?? '', n);
+        total += n;
+      }
+      return total;
+    });
   }
 
   async close(): Promise<void> {
