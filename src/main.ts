@@ -16,6 +16,7 @@ import { runWorker } from './server/cluster-worker.ts';
 import { readConfigForReload } from './server/config-reload.ts';
 import { Generations } from './server/generations.ts';
 import { watchConfigFile } from './config/watch.ts';
+import type { StateStore } from './state/store.ts';
 import { createLogger, type Logger } from './telemetry/logger.ts';
 
 /** The package version (package.json sits beside src/ and dist/). */
@@ -41,9 +42,17 @@ export interface RunningServer {
   close(graceMs?: number): Promise<void>;
 }
 
-export async function startServer(loaded: LoadedConfig, opts: { logger?: Logger; port?: number; host?: string } = {}): Promise<RunningServer> {
+export interface ServerOptions {
+  logger?: Logger;
+  port?: number;
+  host?: string;
+  /** a cluster worker's `state.store: memory`: the primary's store, over IPC (server/cluster-worker.ts) */
+  sharedMemoryStore?: () => StateStore;
+}
+
+export async function startServer(loaded: LoadedConfig, opts: ServerOptions = {}): Promise<RunningServer> {
   const logger = opts.logger ?? createLogger(loaded.config.logging.level);
-  const generations = new Generations(loaded, logger, VERSION);
+  const generations = new Generations(loaded, logger, VERSION, opts.sharedMemoryStore);
   const deps = generations.deps;
   const host = opts.host ?? deps.config.server.host;
   const port = opts.port ?? deps.config.server.port;
@@ -184,5 +193,5 @@ const isMain = process.argv[1] !== undefined && import.meta.url === pathToFileUR
 // a worker forked by our own primary (not any cluster this process may run under) serves what the primary sends
 const workerIndex = cluster.isWorker ? process.env.SWITCHYARD_WORKER : undefined;
 if (isMain && workerIndex !== undefined) {
-  runWorker({ startServer: (loaded, logger) => startServer(loaded, { logger }), createLogger: (loaded) => createLogger(loaded.config.logging.level) }, Number(workerIndex));
+  runWorker({ startServer: (loaded, logger, sharedMemoryStore) => startServer(loaded, { logger, sharedMemoryStore }), createLogger: (loaded) => createLogger(loaded.config.logging.level) }, Number(workerIndex));
 } else if (isMain) void main();

@@ -134,7 +134,7 @@ function setup(limits: string, extraKey = '', table?: FlightTable, shared?: Stat
   const memory = new MemoryStore({ maxEntries: config.cache.max_entries, maxBytes: config.cache.max_bytes, now: () => clock.t });
   const store = shared ?? (table ? Object.assign(memory, { flights: new SharedFlights(table) }) : memory);
   const refused: string[] = [];
-  const services: BuiltServices = createServices(config, createLogger('silent'), (key, limit) => refused.push(`${key} ${limit}`), { store, tokens: new TokenCounter() });
+  const services: BuiltServices = createServices(config, createLogger('silent'), store, (key, limit) => refused.push(`${key} ${limit}`), new TokenCounter());
   const pipeline = new Pipeline(router, services);
 
   const job = (o: { model?: string; temperature?: number; signal?: AbortLike; key?: string; noCache?: boolean } = {}): Job & { body: ChatRequest } => ({

@@ -8,6 +8,7 @@
 import type { LoadedConfig } from '../config/load.ts';
 import type { Config } from '../config/schema.ts';
 import { IpcStore, type StateOp } from '../state/ipc.ts';
+import type { StateStore } from '../state/store.ts';
 import { LeaderNotices } from '../state/flight-notices.ts';
 import type { LogFields, Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
@@ -15,7 +16,6 @@ import { localMetrics } from './cluster-metrics.ts';
 import { workerSummary, type WorkerSummary } from './cluster-status.ts';
 import { Rpc } from './cluster-rpc.ts';
 import type { ReloadResult, Generations } from './generations.ts';
-import { useSharedMemoryStore } from './services.ts';
 
 /** What the worker needs of a started server (main.ts's RunningServer). */
 export interface WorkerServer {
@@ -25,8 +25,11 @@ export interface WorkerServer {
 }
 
 export interface WorkerStart {
-  /** Starts the HTTP server (main.ts's startServer, listening on the port the workers share). */
-  startServer(loaded: LoadedConfig, logger: Logger): Promise<WorkerServer>;
+  /**
+   * Starts the HTTP server (main.ts's startServer, listening on the port the workers share), its
+   * `state.store: memory` the store `sharedMemoryStore` makes.
+   */
+  startServer(loaded: LoadedConfig, logger: Logger, sharedMemoryStore: () => StateStore): Promise<WorkerServer>;
   createLogger(loaded: LoadedConfig): Logger;
 }
 
@@ -73,7 +76,8 @@ export function runWorker(start: WorkerStart, index: number): void {
   );
   process.on('message', (m: unknown) => rpc.receive(m));
   process.on('disconnect', () => rpc.closed('the primary is gone'));
-  useSharedMemoryStore(() => new IpcStore((o: StateOp) => rpc.call('state', o), notices));
+  // `state.store: memory` in a worker: the primary's store (state/ipc.ts)
+  const sharedMemoryStore = (): StateStore => new IpcStore((o: StateOp) => rpc.call('state', o), notices);
 
   // The first configuration is asked for (a message sent before this module had loaded would be lost):
   // listen, then tell the primary; a worker that cannot listen exits 1 (the primary decides what follows).
@@ -81,7 +85,7 @@ export function runWorker(start: WorkerStart, index: number): void {
     const loaded = (await rpc.call('config')) as LoadedConfig;
     logger = tagged(start.createLogger(loaded), index);
     try {
-      running = await start.startServer(loaded, logger);
+      running = await start.startServer(loaded, logger, sharedMemoryStore);
     } catch (err) {
       const e = err as NodeJS.ErrnoException;
       logger.error('worker failed to start', { error: `cannot listen on ${loaded.config.server.host}:${loaded.config.server.port}: ${e.code ?? e.message}` });

@@ -26,8 +26,8 @@ import { createListener } from '../http/listener.ts';
 import { HealthState } from '../router/health-state.ts';
 import { ModelRoutes } from '../router/model-routes.ts';
 import { Router, systemClock } from '../router/router.ts';
-import { createServices, storeIdentity, type BuiltServices } from './services.ts';
-import type { LimitName } from '../state/store.ts';
+import { createServices, createStore, storeIdentity, type BuiltServices } from './services.ts';
+import type { LimitName, StateStore } from '../state/store.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { LabelBounds, Metrics } from '../telemetry/metrics.ts';
 import { routerMetrics } from './router-metrics.ts';
@@ -55,10 +55,15 @@ export class Generations {
   private readonly sections: Record<string, () => unknown> = {};
   private reloading: Promise<ReloadResult> | undefined;
 
+  /**
+   * @param sharedMemoryStore in a cluster worker: makes the store `state.store: memory` means there
+   *   (the primary's, over IPC)
+   */
   constructor(
     loaded: LoadedConfig,
     private readonly logger: Logger,
     private readonly version: string,
+    private readonly sharedMemoryStore?: () => StateStore,
   ) {
     this.health = new HealthState(loaded.config.routing.breaker);
     this.metrics.setBreakerSource(() =>
@@ -124,8 +129,9 @@ export class Generations {
     const services = createServices(
       config,
       this.logger,
+      keepStore ? previous.services.store : createStore(config, this.logger, this.sharedMemoryStore),
       (key, limit) => this.metrics.rateLimited.inc({ key: labels.key(key), limit: LIMIT_LABEL[limit] }),
-      keepStore ? { store: previous.services.store, tokens: previous.services.tokens } : undefined,
+      keepStore ? previous.services.tokens : undefined,
     );
     const deps: GenerationDeps = {
       config,

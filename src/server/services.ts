@@ -25,13 +25,11 @@ export interface BuiltServices extends PipelineServices {
   close(keep?: ReusableServices): Promise<void>;
 }
 
-/** Set in a cluster worker: `state.store: memory` is then the primary's store, reached over IPC (state/ipc.ts). */
-let sharedMemoryStore: (() => StateStore) | undefined;
-export function useSharedMemoryStore(factory: () => StateStore): void {
-  sharedMemoryStore = factory;
-}
-
-export function createStore(config: Config, logger: Logger): StateStore {
+/**
+ * The store the config names. `memory` is this process's own, or in a cluster worker the store
+ * `sharedMemory` makes (the primary's, reached over IPC: state/ipc.ts).
+ */
+export function createStore(config: Config, logger: Logger, sharedMemory?: () => StateStore): StateStore {
   const st = config.state;
   if (st.store === 'redis') {
     return new RedisStore({
@@ -44,7 +42,7 @@ export function createStore(config: Config, logger: Logger): StateStore {
       logger,
     });
   }
-  if (sharedMemoryStore) return sharedMemoryStore();
+  if (sharedMemory !== undefined) return sharedMemory();
   return new MemoryStore({ maxEntries: config.cache.max_entries, maxBytes: config.cache.max_bytes, maxBlobBytes: config.responses.max_stored_bytes });
 }
 
@@ -70,20 +68,23 @@ export function storeIdentity(config: Config): string {
   return JSON.stringify([config.state, config.cache.max_entries, config.cache.max_bytes]);
 }
 
+/**
+ * The services over `store` (createStore's, or the previous generation's when its settings did not
+ * change); `tokens` is the previous generation's tokenizer to keep, if any.
+ */
 export function createServices(
   config: Config,
   logger: Logger,
+  store: StateStore,
   onRefused?: (key: string, limit: LimitName) => void,
-  reuse?: ReusableServices,
+  tokens: TokenCounter = new TokenCounter(),
 ): BuiltServices {
-  const store = reuse?.store ?? createStore(config, logger);
   let warned = false;
   const limiter = new Limiter(store, Date.now, onRefused, (err) => {
     if (warned) return;
     warned = true;
     logger.warn('limits: a state update failed', { error: err instanceof Error ? err.message.slice(0, 200) : 'unknown' });
   });
-  const tokens = reuse?.tokens ?? new TokenCounter();
   const cache = config.cache.enabled ? new ResponseCache(store, config.cache) : undefined;
   // a kept store takes this generation's bound (a smaller one evicts at once)
   const responses = new ResponsesStore(store, {
