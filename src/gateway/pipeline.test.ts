@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { BaseLLM, CallContext, Capabilities } from '../backends/contract.ts';
 import { BackendRegistry } from '../backends/registry.ts';
-import { fromUpstreamStatus } from '../backends/upstream/errors.ts';
+import { fromUpstreamStatus } from '../errors/upstream.ts';
 import { parseConfig } from '../config/load.ts';
 import { errorHeaders, GatewayError } from '../errors/gateway-error.ts';
 import { keysSection, type KeyUsage } from '../http/admin/status-extras.ts';

@@ -11,7 +11,7 @@
  * pull and returns the iterator; the upstream request is aborted through the request's signal.
  */
 import type { ServerResponse } from 'node:http';
-import { clientClosed } from '../backends/upstream/errors.ts';
+import { clientClosed } from '../errors/upstream.ts';
 import { asGatewayError, toOpenAIError, type GatewayError } from '../errors/gateway-error.ts';
 import { pollable } from '../lib/pollable.ts';
 import { sseText, type StreamPart } from '../protocol/stream-part.ts';

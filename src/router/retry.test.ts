@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { fromUpstreamStatus, upstreamTimeout, upstreamUnreachable, clientClosed } from '../backends/upstream/errors.ts';
+import { fromUpstreamStatus, upstreamTimeout, upstreamUnreachable, clientClosed } from '../errors/upstream.ts';
 import { fromLlamaStatus } from '../backends/llamacpp/errors.ts';
 import { GatewayError, unsupported } from '../errors/gateway-error.ts';
 import { backoffMs, disposition } from './retry.ts';

@@ -14,7 +14,7 @@ import { describe, test } from 'node:test';
 import { unsupportedParameter } from '../backends/anthropic/translate.ts';
 import type { BaseLLM, CallContext, Capabilities, Capacity } from '../backends/contract.ts';
 import { BackendRegistry } from '../backends/registry.ts';
-import { fromUpstreamStatus, upstreamTimeout, upstreamUnreachable } from '../backends/upstream/errors.ts';
+import { fromUpstreamStatus, upstreamTimeout, upstreamUnreachable } from '../errors/upstream.ts';
 import { parseConfig } from '../config/load.ts';
 import { errorHeaders, GatewayError, toOpenAIError } from '../errors/gateway-error.ts';
 import { ClientAbort, type AbortLike } from '../lib/abort.ts';

@@ -12,7 +12,7 @@
 import { sleepUnlessAborted, type AbortLike } from '../lib/abort.ts';
 import type { BaseLLM, CallContext } from '../backends/contract.ts';
 import type { BackendRegistry } from '../backends/registry.ts';
-import { clientClosed, upstreamTimeout } from '../backends/upstream/errors.ts';
+import { clientClosed, upstreamTimeout } from '../errors/upstream.ts';
 import type { Config, PolicyName } from '../config/schema.ts';
 import { ModelRoutes, targetModel, type ModelRoute } from './model-routes.ts';
 import { GatewayError, modelNotFound } from '../errors/gateway-error.ts';

@@ -29,7 +29,7 @@ import { anthropicMessageSchema, streamError, toChatCompletion } from './respons
 import { toChatChunks } from './stream.ts';
 import { toAnthropicRequest, type AnthropicRequest } from './translate.ts';
 import type { BackendHealth, BaseLLM, CallContext, Capabilities, JsonObject, NativeCall } from '../contract.ts';
-import { redact, retryAfterSeconds, upstreamMalformed, upstreamUnreachable } from '../upstream/errors.ts';
+import { redact, retryAfterSeconds, upstreamMalformed, upstreamUnreachable } from '../../errors/upstream.ts';
 
 type ClientOptions = NonNullable<ConstructorParameters<typeof Anthropic>[0]>;
 

@@ -4,7 +4,7 @@
  * `{"type":"error","error":{"type":…,"message":…,"details":{"error_code":…}}}` → the GatewayError.
  */
 import { GatewayError } from '../../errors/gateway-error.ts';
-import { fromUpstreamStatus, redact } from '../upstream/errors.ts';
+import { fromUpstreamStatus, redact } from '../../errors/upstream.ts';
 
 export interface AnthropicStatusInfo {
   backend: string;

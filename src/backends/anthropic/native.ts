@@ -29,7 +29,7 @@ import { EventPart } from '../../protocol/stream-part.ts';
 import type { CallContext, JsonObject, NativeCall } from '../contract.ts';
 import { OpenAIHttpClient } from '../upstream/client.ts';
 import type { EventDecoder } from '../upstream/sse-reader.ts';
-import { upstreamMalformed } from '../upstream/errors.ts';
+import { upstreamMalformed } from '../../errors/upstream.ts';
 import type { CallOptions } from '../upstream/types.ts';
 import { fromAnthropicStatus } from './errors.ts';
 import { streamError } from './response.ts';

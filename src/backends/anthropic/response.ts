@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import type { ChatCompletion, ChatCompletionChunk } from '../../protocol/chat/schema.ts';
 import { GatewayError } from '../../errors/gateway-error.ts';
-import { redact } from '../upstream/errors.ts';
+import { redact } from '../../errors/upstream.ts';
 
 export const anthropicUsageSchema = z.looseObject({
   input_tokens: z.number().nullish(),

@@ -15,7 +15,7 @@
  */
 import { z } from 'zod';
 import type { ChatCompletionChunk } from '../../protocol/chat/schema.ts';
-import { upstreamMalformed } from '../upstream/errors.ts';
+import { upstreamMalformed } from '../../errors/upstream.ts';
 import {
   anthropicBlockSchema,
   anthropicUsageSchema,

@@ -6,7 +6,7 @@
  * take the common upstream mapping (`fromUpstreamStatus`).
  */
 import { GatewayError } from '../../errors/gateway-error.ts';
-import { fromUpstreamStatus, redact, type UpstreamErrorInfo } from '../upstream/errors.ts';
+import { fromUpstreamStatus, redact, type UpstreamErrorInfo } from '../../errors/upstream.ts';
 
 export interface LlamaErrorBody {
   code?: unknown;

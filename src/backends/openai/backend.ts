@@ -24,7 +24,7 @@ import { sniffEmbeddings } from './embeddings-passthrough.ts';
 import { OpenAIHttpClient, parseJsonOnce } from '../upstream/client.ts';
 import type { CallOptions, SseFraming, StatusErrorInfo } from '../upstream/types.ts';
 import { streamErrorEvent } from '../upstream/sse-reader.ts';
-import { fromUpstreamStatus, upstreamMalformed } from '../upstream/errors.ts';
+import { fromUpstreamStatus, upstreamMalformed } from '../../errors/upstream.ts';
 
 export interface OpenAICompatibleOptions {
   /** Error framings of the upstream's event streams beyond `data: {"error":…}` (llama-server's). */

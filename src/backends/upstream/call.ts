@@ -13,7 +13,7 @@ import { bodyPool } from './body-pool.ts';
 import type { CallSignal, OpenAIHttpOptions } from './types.ts';
 import { abortReason, errorCode, onAbort, responseTooLarge } from './sse-reader.ts';
 import { encodingError, MAX_ERROR_BYTES, statusErrorOf } from './status.ts';
-import { redact, upstreamMalformed, upstreamUnreachable } from './errors.ts';
+import { redact, upstreamMalformed, upstreamUnreachable } from '../../errors/upstream.ts';
 
 const first = (v: string | string[] | undefined): string | undefined => (Array.isArray(v) ? v[0] : v);
 

@@ -25,7 +25,7 @@
 import { bodyPool } from './body-pool.ts';
 import { JsonCall, type UpstreamCall } from './call.ts';
 import { StreamCall } from './stream-call.ts';
-import { upstreamMalformed } from './errors.ts';
+import { upstreamMalformed } from '../../errors/upstream.ts';
 import type { CallOptions, OpenAIHttpOptions } from './types.ts';
 import type { ChunkPart, EventPart } from '../../protocol/stream-part.ts';
 import type { EventDecoder } from './sse-reader.ts';

@@ -9,7 +9,7 @@ import { GatewayError } from '../../errors/gateway-error.ts';
 import { DONE, type Pollable } from '../../lib/pollable.ts';
 import { ChunkPart, PlainHead, type EventPart } from '../../protocol/stream-part.ts';
 import type { CallSignal, OpenAIHttpOptions } from './types.ts';
-import { redact, upstreamMalformed } from './errors.ts';
+import { redact, upstreamMalformed } from '../../errors/upstream.ts';
 
 /** Largest tail read after `data: [DONE]` while waiting for the body to end. */
 const MAX_TAIL_BYTES = 64 * 1024;

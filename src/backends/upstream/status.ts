@@ -5,7 +5,7 @@
  */
 import type { GatewayError } from '../../errors/gateway-error.ts';
 import type { OpenAIHttpOptions, StatusErrorInfo } from './types.ts';
-import { fromUpstreamStatus, retryAfterSeconds, upstreamMalformed } from './errors.ts';
+import { fromUpstreamStatus, retryAfterSeconds, upstreamMalformed } from '../../errors/upstream.ts';
 
 /** Largest error body read (the rest is discarded). */
 export const MAX_ERROR_BYTES = 1024 * 1024;

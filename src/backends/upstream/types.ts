@@ -3,7 +3,7 @@ import type { EventSourceMessage } from 'eventsource-parser';
 import type { Dispatcher } from 'undici';
 import type { GatewayError } from '../../errors/gateway-error.ts';
 import type { UpstreamAbort } from '../contract.ts';
-import type { UpstreamErrorInfo } from './errors.ts';
+import type { UpstreamErrorInfo } from '../../errors/upstream.ts';
 
 /** What a non-2xx answer said. */
 export interface StatusErrorInfo extends UpstreamErrorInfo {

@@ -5,7 +5,7 @@
  * Upstream messages are passed on for client-fault errors (they explain the problem), always with
  * secrets scrubbed.
  */
-import { GatewayError, type ErrorCode } from '../../errors/gateway-error.ts';
+import { GatewayError, type ErrorCode } from './gateway-error.ts';
 
 /** Replaces the backend's own key and anything shaped like a vendor key. */
 export function redact(text: string, secrets: ReadonlyArray<string>): string {
