@@ -27,7 +27,7 @@ import { isContentEvent, NativeUsageReader, USAGE_EVENTS } from '../../protocol/
 import { withoutGatewayThinking } from '../../protocol/messages/signature.ts';
 import { EventPart } from '../../protocol/stream-part.ts';
 import type { CallContext, JsonObject, NativeCall } from '../contract.ts';
-import { OpenAIHttpClient } from '../upstream/client.ts';
+import { UpstreamClient } from '../upstream/client.ts';
 import type { EventDecoder } from '../upstream/sse-reader.ts';
 import { upstreamMalformed } from '../../errors/upstream.ts';
 import type { CallOptions } from '../upstream/types.ts';
@@ -52,7 +52,7 @@ export interface NativeMessagesOptions {
 }
 
 export class NativeMessages {
-  private readonly http: OpenAIHttpClient;
+  private readonly http: UpstreamClient;
   private readonly version: string;
   /** configured betas, sent with the client's */
   private readonly betas: string[];
@@ -70,7 +70,7 @@ export class NativeMessages {
     headers['x-api-key'] = o.apiKey;
     this.version = o.version ?? NATIVE_FALLBACK_VERSION;
     this.betas = splitBetas(beta);
-    this.http = new OpenAIHttpClient({
+    this.http = new UpstreamClient({
       backend: o.backend,
       baseUrl: o.baseUrl,
       dispatcher: o.dispatcher,

@@ -21,7 +21,7 @@ import { fromResponsesUsage, isContentEventType, TERMINAL_EVENTS } from '../../p
 import { inputCount, type Embedding, type EmbeddingAnswer, type EmbeddingRequest, type EmbeddingResponse } from '../../protocol/embeddings/schema.ts';
 import type { BackendHealth, BaseLLM, CallContext, Capabilities, JsonObject, NativeCall } from '../contract.ts';
 import { sniffEmbeddings } from './embeddings-passthrough.ts';
-import { OpenAIHttpClient, parseJsonOnce } from '../upstream/client.ts';
+import { UpstreamClient, parseJsonOnce } from '../upstream/client.ts';
 import type { CallOptions, SseFraming, StatusErrorInfo } from '../upstream/types.ts';
 import { streamErrorEvent } from '../upstream/sse-reader.ts';
 import { fromUpstreamStatus, upstreamMalformed } from '../../errors/upstream.ts';
@@ -44,7 +44,7 @@ const PLAIN_DELTAS: ReadonlySet<string> = new Set([
 export class OpenAICompatibleBackend implements BaseLLM {
   readonly type = 'openai' as const;
   readonly capabilities: Capabilities = { chat: true, embeddings: true, completions: true };
-  private readonly http: OpenAIHttpClient;
+  private readonly http: UpstreamClient;
   private readonly dispatcher: Agent;
   protected readonly secrets: string[];
   /** Present only with `responses: true` (declared, so absent otherwise: the gateway then translates). */
@@ -70,7 +70,7 @@ export class OpenAICompatibleBackend implements BaseLLM {
     if (cfg.organization) headers['openai-organization'] = cfg.organization;
     if (cfg.project) headers['openai-project'] = cfg.project;
     for (const [k, v] of Object.entries(cfg.headers ?? {})) headers[k.toLowerCase()] = v;
-    this.http = new OpenAIHttpClient({
+    this.http = new UpstreamClient({
       backend: id,
       baseUrl: cfg.base_url,
       dispatcher: this.dispatcher,

@@ -10,7 +10,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { GatewayError } from '../../errors/gateway-error.ts';
 import { bodyPool } from './body-pool.ts';
-import type { CallSignal, OpenAIHttpOptions } from './types.ts';
+import type { CallSignal, UpstreamClientOptions } from './types.ts';
 import { abortReason, errorCode, onAbort, responseTooLarge } from './sse-reader.ts';
 import { encodingError, MAX_ERROR_BYTES, statusErrorOf } from './status.ts';
 import { redact, upstreamMalformed, upstreamUnreachable } from '../../errors/upstream.ts';
@@ -31,7 +31,7 @@ export abstract class UpstreamCall implements Dispatcher.DispatchHandler {
   protected readonly stopListening: () => void;
 
   constructor(
-    protected readonly o: OpenAIHttpOptions,
+    protected readonly o: UpstreamClientOptions,
     protected readonly signal: CallSignal,
     private readonly reject: (err: unknown) => void,
   ) {
@@ -144,7 +144,7 @@ export class JsonCall extends UpstreamCall {
   private chunks: Buffer[] = [];
   private n = 0;
 
-  constructor(o: OpenAIHttpOptions, signal: CallSignal, private readonly resolve: (bytes: Buffer<ArrayBuffer>) => void, reject: (err: unknown) => void) {
+  constructor(o: UpstreamClientOptions, signal: CallSignal, private readonly resolve: (bytes: Buffer<ArrayBuffer>) => void, reject: (err: unknown) => void) {
     super(o, signal, reject);
   }
 

@@ -1,5 +1,5 @@
 /**
- * OpenAIHttpClient against a local node:http upstream: what goes on the wire, how each kind of
+ * UpstreamClient against a local node:http upstream: what goes on the wire, how each kind of
  * answer (JSON, SSE, errors, garbage, oversize, drops, aborts) comes back, and that every path
  * gives its connection back to the pool or closes it.
  */
@@ -12,8 +12,8 @@ import { Agent } from 'undici';
 import { GatewayError } from '../../errors/gateway-error.ts';
 import { ChunkPart } from '../../protocol/stream-part.ts';
 import { llamaSseFraming } from '../llamacpp/sse.ts';
-import { OpenAIHttpClient } from './client.ts';
-import type { OpenAIHttpOptions, StatusErrorInfo } from './types.ts';
+import { UpstreamClient } from './client.ts';
+import type { UpstreamClientOptions, StatusErrorInfo } from './types.ts';
 
 const KEY = 'sk-unit-test-secret-key-0001';
 
@@ -64,9 +64,9 @@ beforeEach(() => {
   seen.length = 0;
 });
 
-function client(extra: Partial<OpenAIHttpOptions> = {}): { http: OpenAIHttpClient; agent: Agent } {
+function client(extra: Partial<UpstreamClientOptions> = {}): { http: UpstreamClient; agent: Agent } {
   const agent = new Agent({ connections: 4, keepAliveTimeout: 10_000 });
-  const http = new OpenAIHttpClient({
+  const http = new UpstreamClient({
     backend: 'up',
     baseUrl: base,
     dispatcher: agent,
@@ -114,7 +114,7 @@ function sse(res: ServerResponse, parts: string[], end = true): void {
 
 const chunk = (n: number): string => `data: {"n":${n}}\n\n`;
 
-describe('OpenAIHttpClient: JSON', () => {
+describe('UpstreamClient: JSON', () => {
   test('sends the body once serialised, with the static and per-call headers; answers the parsed JSON', async () => {
     const { http, agent } = client();
     handler = (_req, res) => {
@@ -275,7 +275,7 @@ describe('OpenAIHttpClient: JSON', () => {
 
   test('connection refused → upstream_unreachable naming the code', async () => {
     const agent = new Agent();
-    const http = new OpenAIHttpClient({ backend: 'dead', baseUrl: 'http://127.0.0.1:1/v1', dispatcher: agent, headers: {}, secrets: [], maxResponseBytes: 1000 });
+    const http = new UpstreamClient({ backend: 'dead', baseUrl: 'http://127.0.0.1:1/v1', dispatcher: agent, headers: {}, secrets: [], maxResponseBytes: 1000 });
     const e = await rejectsWith(http.postJson('/x', {}, { signal: signal() }), 'upstream_unreachable');
     assert.match(e.message, /ECONNREFUSED/);
     await agent.close();
@@ -381,7 +381,7 @@ describe('OpenAIHttpClient: JSON', () => {
   });
 });
 
-describe('OpenAIHttpClient: SSE', () => {
+describe('UpstreamClient: SSE', () => {
   test('yields parsed data payloads however the bytes are split; comments skipped; [DONE] ends; the socket is reused', async () => {
     const { http, agent } = client();
     const text = `: ping\n\n${chunk(1)}${chunk(2)}data: {"multi":\ndata: "line"}\n\n${chunk(3)}data: [DONE]\n\n`;
@@ -585,7 +585,7 @@ describe('OpenAIHttpClient: SSE', () => {
   });
 });
 
-describe('OpenAIHttpClient: llama-server error framings', () => {
+describe('UpstreamClient: llama-server error framings', () => {
   test('`error: {…}` lines and `event: error` events become mid-stream errors', async () => {
     const cases = [
       `error: {"code":400,"message":"context exceeded","type":"invalid_request_error"}\n\n`,

@@ -1,7 +1,8 @@
 /**
- * The hot path to an OpenAI-compatible upstream: `undici`'s `Dispatcher.dispatch` on the backend's
- * pooled keep-alive Agent with handlers of our own (backends/upstream/call.ts), with none of fetch's
- * web-stream machinery (about five times the CPU per request; see bench/upstream-client.ts) nor
+ * The HTTP client for upstream JSON and SSE APIs: OpenAI-compatible ones (the `openai` and
+ * `llamacpp` backends) and Anthropic's native Messages API. On the hot path: `undici`'s
+ * `Dispatcher.dispatch` on the backend's pooled keep-alive Agent with handlers of our own
+ * (backends/upstream/call.ts), with none of fetch's web-stream machinery (about five times the CPU per request; see bench/upstream-client.ts) nor
  * `Dispatcher.request`'s Readable body: a JSON answer's bytes are collected as they arrive
  * (JsonCall), a stream's are fed straight to the SSE reader (StreamCall, backends/upstream/stream-call.ts),
  * and the end of a body is known in the same turn as its last bytes. What a non-2xx answer means
@@ -26,18 +27,19 @@ import { bodyPool } from './body-pool.ts';
 import { JsonCall, type UpstreamCall } from './call.ts';
 import { StreamCall } from './stream-call.ts';
 import { upstreamMalformed } from '../../errors/upstream.ts';
-import type { CallOptions, OpenAIHttpOptions } from './types.ts';
+import type { CallOptions, UpstreamClientOptions } from './types.ts';
 import type { ChunkPart, EventPart } from '../../protocol/stream-part.ts';
 import type { EventDecoder } from './sse-reader.ts';
 import { tracing } from '../../telemetry/tracing.ts';
 
-export class OpenAIHttpClient {
+/** One backend's calls to its upstream (its base URL, static headers and pooled dispatcher). */
+export class UpstreamClient {
   private readonly origin: string;
   private readonly prefix: string;
   private readonly headers: Record<string, string>;
   private readonly flatHeaders: string[] = [];
 
-  constructor(private readonly o: OpenAIHttpOptions) {
+  constructor(private readonly o: UpstreamClientOptions) {
     const u = new URL(o.baseUrl);
     this.origin = u.origin;
     this.prefix = u.pathname.replace(/\/+$/, '');

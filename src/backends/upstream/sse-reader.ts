@@ -8,7 +8,7 @@ import { createParser, type EventSourceParser, type ParseError } from 'eventsour
 import { GatewayError } from '../../errors/gateway-error.ts';
 import { DONE, type Pollable } from '../../lib/pollable.ts';
 import { ChunkPart, PlainHead, type EventPart } from '../../protocol/stream-part.ts';
-import type { CallSignal, OpenAIHttpOptions } from './types.ts';
+import type { CallSignal, UpstreamClientOptions } from './types.ts';
 import { redact, upstreamMalformed } from '../../errors/upstream.ts';
 
 /** Largest tail read after `data: [DONE]` while waiting for the body to end. */
@@ -70,7 +70,7 @@ export class SseIterator<C extends object = object, P extends ChunkPart<C> | Eve
   constructor(
     private readonly control: ReadControl,
     private readonly signal: CallSignal,
-    private readonly o: OpenAIHttpOptions,
+    private readonly o: UpstreamClientOptions,
     /** event mode: the events are decoded by it (not chunk parts, no `[DONE]`) */
     private readonly decodeEvent?: EventDecoder,
   ) {

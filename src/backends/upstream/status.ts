@@ -4,7 +4,7 @@
  * call (backends/upstream/stream-call.ts).
  */
 import type { GatewayError } from '../../errors/gateway-error.ts';
-import type { OpenAIHttpOptions, StatusErrorInfo } from './types.ts';
+import type { UpstreamClientOptions, StatusErrorInfo } from './types.ts';
 import { fromUpstreamStatus, retryAfterSeconds, upstreamMalformed } from '../../errors/upstream.ts';
 
 /** Largest error body read (the rest is discarded). */
@@ -17,7 +17,7 @@ export function encodingError(backend: string, enc: string | undefined): Gateway
 }
 
 /** A non-2xx answer (its status, headers and the first MAX_ERROR_BYTES of its body) → the error to throw. */
-export function statusErrorOf(o: OpenAIHttpOptions, status: number, header: (name: string) => string | undefined, text: string): GatewayError {
+export function statusErrorOf(o: UpstreamClientOptions, status: number, header: (name: string) => string | undefined, text: string): GatewayError {
   let parsed: unknown;
   let isJson = false;
   try {

@@ -5,7 +5,7 @@
  */
 import type { Dispatcher } from 'undici';
 import { UpstreamCall } from './call.ts';
-import type { CallSignal, OpenAIHttpOptions } from './types.ts';
+import type { CallSignal, UpstreamClientOptions } from './types.ts';
 import { SseIterator, type EventDecoder } from './sse-reader.ts';
 import type { ChunkPart, EventPart } from '../../protocol/stream-part.ts';
 
@@ -17,7 +17,7 @@ export class StreamCall<C extends object, P extends ChunkPart<C> | EventPart = C
   private iterator!: SseIterator<C, P>;
 
   constructor(
-    o: OpenAIHttpOptions,
+    o: UpstreamClientOptions,
     signal: CallSignal,
     private readonly resolve: (it: SseIterator<C, P>) => void,
     reject: (err: unknown) => void,

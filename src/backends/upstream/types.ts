@@ -22,7 +22,7 @@ export interface SseFraming {
   unknownField?(field: string, value: string): string | null;
 }
 
-export interface OpenAIHttpOptions {
+export interface UpstreamClientOptions {
   backend: string;
   /** e.g. https://api.openai.com/v1 (paths are appended to it) */
   baseUrl: string;
