@@ -7,7 +7,8 @@
  *   node --import tsx bench/tracing-inprocess.ts [--n 50000] [--sampler always_on|traceidratio|all]
  */
 import { fork } from 'node:child_process';
-import { startTracing, stopTracing, tracing, type Tracing } from '../src/telemetry/tracing.ts';
+import { withTrace } from '../src/telemetry/logger.ts';
+import { startTracing, stopTracing, type Tracing } from '../src/telemetry/tracing.ts';
 
 const argOf = (name: string, dflt: string): string => {
   const i = process.argv.indexOf(name);
@@ -45,16 +46,15 @@ if (process.argv[2] === 'sink') {
   const one = (t: Tracing, i: number): void => {
     const id = `req-${i}`;
     const rt = t.startRequest(id, 'POST', '/v1/chat/completions', '/v1/chat/completions', headers);
-    const abort = {};
-    const at = rt.attempt({ op: 'chat', model: 'm-upstream', publicModel: 'm', backend: 'mock', backendType: 'openai', attempt: 1, retry: 0, failover: false, policy: 'fallback', breaker: 'closed', abortKey: abort });
-    t.ids(id);
-    t.attemptOf(abort)?.call('http://127.0.0.1:9999', body);
+    const at = rt.attempt({ op: 'chat', model: 'm-upstream', publicModel: 'm', backend: 'mock', backendType: 'openai', attempt: 1, retry: 0, failover: false, policy: 'fallback', breaker: 'closed' });
+    withTrace({ request_id: id }, rt);
+    at.call('http://127.0.0.1:9999', body);
     at.answer(answer);
     rt.finish(200, { route: '/v1/chat/completions', model: 'm', backend: 'mock', upstreamModel: 'm-upstream', attempts: 1, cache: 'miss', stream: false, key: 'k', promptTokens: 12, completionTokens: 3, costUsd: 0.00001 });
   };
   const run = async (label: string, env: Record<string, string>): Promise<void> => {
     const t = startTracing(undefined, quiet, '0', { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`, OTEL_EXPORTER_OTLP_PROTOCOL: argOf('--protocol', 'http/protobuf'), ...env });
-    if (t === null || tracing !== t) throw new Error('tracing did not start');
+    if (t === undefined) throw new Error('tracing did not start');
     for (let i = 0; i < 5000; i++) one(t, i);
     await t.flush();
     const c0 = process.cpuUsage();

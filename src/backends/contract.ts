@@ -9,6 +9,20 @@ import type { Completion, CompletionRequest } from '../protocol/completions/sche
 import type { EmbeddingAnswer, EmbeddingRequest } from '../protocol/embeddings/schema.ts';
 import type { EventEmitter } from 'node:events';
 import type { BackendType } from '../config/schema.ts';
+import type { TraceIds } from '../telemetry/logger.ts';
+
+/**
+ * An attempt's trace as a backend sees it (telemetry/tracing-attempt.ts's AttemptTrace while
+ * tracing is on): the trace context its upstream call carries and what its span learns of the call.
+ */
+export interface CallTrace {
+  /** `traceparent` (and `tracestate`) for the upstream call's headers */
+  readonly headers: Readonly<Record<string, string>>;
+  /** the ids the request's log lines carry (its SERVER span's) */
+  readonly request: TraceIds;
+  /** The call as sent: the upstream's origin, and the body (request parameters, opted-in content). */
+  call(origin: string, body: unknown): void;
+}
 
 export interface CallContext {
   /** Aborted when the client goes away, the deadline passes or the gateway gives up on this attempt. */
@@ -19,6 +33,8 @@ export interface CallContext {
    */
   abort?: UpstreamAbort | undefined;
   requestId: string;
+  /** the attempt's trace while tracing is on (router attempts only) */
+  trace?: CallTrace | undefined;
 }
 
 /** A JSON object as a native protocol carries it. */

@@ -15,7 +15,7 @@ import { encodeEmbeddings, RawEmbeddingResponse, type EmbeddingAnswer, type Embe
 import type { ChunkPart, DeepReadonly, EventPart } from '../protocol/stream-part.ts';
 import type { JsonObject } from '../backends/contract.ts';
 import { nativeCall, nativeOnce, nativeStream, translatedEvents, type IngressRequest } from './ingress.ts';
-import type { Operation, RouteRequest, Router, StreamHooks } from '../router/router.ts';
+import type { Operation, RouteRequest, RouteTrace, Router, StreamHooks } from '../router/router.ts';
 import { GatewayError, modelNotFound } from '../errors/gateway-error.ts';
 import { countPrompt } from '../limits/estimate.ts';
 import { encodingFor } from '../limits/tokens.ts';
@@ -28,6 +28,8 @@ export type { Answer, Served, StreamResult } from './pipeline.ts';
 export interface RequestFacts {
   requestId: string;
   signal: AbortLike;
+  /** the request's trace while tracing is on (its attempts' spans hang under it) */
+  trace?: RouteTrace | undefined;
   /** request header x-switchyard-backend */
   pinBackend?: string | undefined;
   /** the tighter of x-switchyard-deadline-ms and the OpenAI SDK's x-stainless-timeout */
@@ -88,6 +90,7 @@ function route(op: Operation, model: string, info: RequestFacts, signal: AbortLi
     requestId: info.requestId,
     signal,
     stream,
+    trace: info.trace,
     pinBackend: info.pinBackend,
     deadlineMs: info.deadlineMs,
     stickyKey: info.keyName,

@@ -10,6 +10,7 @@ import type { MiddlewareHandler } from 'hono';
 import type { GenerationDeps } from './deps.ts';
 import { costUsd } from '../telemetry/cost.ts';
 import { GENAI_PROVIDER, genAiOperation, statusClass } from '../telemetry/metrics.ts';
+import { withTrace, type LogFields } from '../telemetry/logger.ts';
 import { settleUnreadBody } from './body.ts';
 import { Exchange } from './exchange.ts';
 import type { AppEnv } from './types.ts';
@@ -56,7 +57,7 @@ function finish(deps: GenerationDeps, x: Exchange): void {
   const latency = performance.now() - x.startedAt;
   const status = outgoing.statusCode;
   if (log.costUsd === undefined && log.promptTokens !== undefined) log.costUsd = costUsd({ prompt_tokens: log.promptTokens, completion_tokens: log.completionTokens }, log.price);
-  deps.logger.info('request', {
+  const fields: LogFields = {
     request_id: x.requestId,
     method: x.incoming.method,
     route: log.route,
@@ -77,7 +78,8 @@ function finish(deps: GenerationDeps, x: Exchange): void {
     ttft_ms: round2(log.ttftMs),
     upstream_ms: round2(log.upstreamMs),
     latency_ms: round2(latency),
-  });
+  };
+  deps.logger.info('request', withTrace(fields, x.trace));
   if (x.trace !== undefined) x.trace.finish(status, log);
   if (x.inFlight) {
     traffic.inFlight--;

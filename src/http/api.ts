@@ -9,6 +9,7 @@
  */
 import type { GenerationDeps } from './deps.ts';
 import { asGatewayError, errorHeaders, toOpenAIError } from '../errors/gateway-error.ts';
+import { withTrace } from '../telemetry/logger.ts';
 import { anthropicErrorResponse } from '../protocol/messages/errors.ts';
 import { keyCheck } from './auth.ts';
 import { settleUnreadBody } from './body.ts';
@@ -70,12 +71,13 @@ export function errorAnswer(deps: GenerationDeps, x: Exchange, err: unknown): Er
   const e = asGatewayError(err);
   if (e.status >= 500 && e.code === 'internal_error') {
     const cause = e.cause instanceof Error ? e.cause : undefined;
-    deps.logger.error('internal error', {
+    const fields = {
       request_id: x.requestId,
       error: cause?.name ?? 'unknown',
       detail: cause?.message?.slice(0, 500),
       stack: cause?.stack?.split('\n').slice(0, 6).join(' | '),
-    });
+    };
+    deps.logger.error('internal error', withTrace(fields, x.trace));
   }
   const { log } = x;
   log.errorCode = e.code ?? e.type;

@@ -6,6 +6,7 @@ import type { StateStore } from '../state/store.ts';
 import type { HealthState } from '../router/health-state.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { LabelBounds, Metrics } from '../telemetry/metrics.ts';
+import type { Tracing } from '../telemetry/tracing.ts';
 
 /** Everything one configuration generation's app needs, built by server/generations.ts (a reload builds a new one). */
 export interface GenerationDeps {
@@ -32,4 +33,6 @@ export interface GenerationDeps {
   lifecycle: { ready: boolean; draining: boolean; loading?: Promise<void> };
   /** API requests being served now (counted by the access log; outlives config reloads). */
   traffic: { inFlight: number };
+  /** the gateway's tracer while tracing is on (outlives config reloads): each API request's trace starts here */
+  tracing?: Tracing | undefined;
 }

@@ -77,7 +77,7 @@ export class Exchange {
   params: Params = NO_PARAMS;
   /** the envelope errors of this request are answered in (api.ts) */
   envelope: Envelope = 'openai';
-  /** the request's server span while tracing is on (telemetry/tracing.ts) */
+  /** the request's trace while tracing is on (telemetry/tracing.ts): the route request carries it on, its ids go into its log lines */
   trace: RequestTrace | undefined = undefined;
 
   constructor(

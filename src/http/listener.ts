@@ -21,7 +21,6 @@ import type { Exchange } from './exchange.ts';
 import { normalisePath } from './path.ts';
 import type { Match } from './route-table.ts';
 import type { AppEnv } from './types.ts';
-import { tracing } from '../telemetry/tracing.ts';
 
 /** The API plane: `/v1` and everything under it. */
 function isApiPath(path: string): boolean {
@@ -61,7 +60,7 @@ function serve(deps: GenerationDeps, api: Api, x: Exchange, path: string, found:
   } else {
     x.envelope = found !== undefined ? found.at.envelope : api.routes.envelopeOf(path);
   }
-  if (tracing !== null) x.trace = tracing.startRequest(x.requestId, method, path, x.log.route, x.incoming.headers);
+  if (deps.tracing !== undefined) x.trace = deps.tracing.startRequest(x.requestId, method, path, x.log.route, x.incoming.headers);
   try {
     api.guard(x);
     if (route === undefined) {

@@ -80,6 +80,7 @@ export function requestFacts(x: Exchange): RequestFacts {
   return {
     requestId: x.requestId,
     signal: x.abort,
+    trace: x.trace,
     pinBackend: pin === undefined || pin === '' ? undefined : pin,
     deadlineMs: deadline !== undefined && sdk !== undefined ? Math.min(deadline, sdk) : (deadline ?? sdk),
     keyName: x.keyName,

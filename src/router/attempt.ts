@@ -10,7 +10,7 @@
  */
 import { EventEmitter } from 'node:events';
 import type { AbortLike } from '../lib/abort.ts';
-import type { CallContext } from '../backends/contract.ts';
+import type { CallContext, CallTrace } from '../backends/contract.ts';
 
 export class AttemptAbort extends EventEmitter {
   aborted = false;
@@ -76,8 +76,9 @@ export class Attempt {
     this.timer?.refresh();
   }
 
-  ctx(requestId: string): CallContext {
-    return new AttemptContext(this, requestId);
+  /** The backend's view of this attempt: its abort, the request id and the attempt's span (while traced). */
+  ctx(requestId: string, trace: CallTrace | undefined): CallContext {
+    return new AttemptContext(this, requestId, trace);
   }
 
   done(abortUpstream: boolean): void {
@@ -95,6 +96,7 @@ class AttemptContext implements CallContext {
   constructor(
     private readonly attempt: Attempt,
     readonly requestId: string,
+    readonly trace: CallTrace | undefined,
   ) {
     this.abort = attempt.abort;
   }

@@ -23,11 +23,11 @@ import { orderTargets, type PolicyCandidate } from './policies.ts';
 import { backoffMs, blamesTarget, disposition } from './retry.ts';
 import { openCommitted, type StreamHooks } from './stream.ts';
 import type { PartBase } from '../protocol/stream-part.ts';
-import { tracing, type AttemptFacts, type AttemptTrace } from '../telemetry/tracing.ts';
+import type { AttemptFacts } from '../telemetry/tracing-facts.ts';
 
 export type { StreamHooks };
-export type { AttemptOutcome, Clock, Operation, ResolvedTarget, RouteRequest, Routed, RouterObserver } from './types.ts';
-import type { Clock, Operation, ResolvedTarget, RouteRequest, Routed, RouterObserver } from './types.ts';
+export type { AttemptOutcome, AttemptSpan, Clock, Operation, ResolvedTarget, RouteRequest, RouteTrace, Routed, RouterObserver } from './types.ts';
+import type { AttemptSpan, Clock, Operation, ResolvedTarget, RouteRequest, Routed, RouterObserver } from './types.ts';
 
 const quietObserver: RouterObserver = { attempt() {}, retry() {}, failover() {} };
 
@@ -150,7 +150,7 @@ export class Router {
     return this.chain(req, async (t, a, h, remaining, at) => {
       const started = this.clock.now();
       a.arm(Math.min(this.timeoutFor(t), remaining), 'respond');
-      const result = await call(t, a.ctx(req.requestId));
+      const result = await call(t, a.ctx(req.requestId, at));
       a.done(false);
       if (at !== undefined) at.answer(result);
       const now = this.clock.now();
@@ -179,7 +179,7 @@ export class Router {
         clock: this.clock,
         firstTokenTimeoutMs: Math.min(this.firstTokenTimeoutFor(t), remaining),
         idleTimeoutMs: t.entry.config.stream_idle_timeout_ms,
-        open: () => open(t, a.ctx(req.requestId)),
+        open: () => open(t, a.ctx(req.requestId, at)),
         hooks,
         classify: (err) => this.classify(err, a, t, req.signal),
       }),
@@ -196,7 +196,7 @@ export class Router {
 
   private async chain<T>(
     req: RouteRequest,
-    exec: (t: ResolvedTarget, a: Attempt, h: TargetHealth, remainingMs: number, at: AttemptTrace | undefined) => Promise<T>,
+    exec: (t: ResolvedTarget, a: Attempt, h: TargetHealth, remainingMs: number, at: AttemptSpan | undefined) => Promise<T>,
   ): Promise<Routed<T>> {
     const route = this.model(req.publicModel);
     const m = route.config;
@@ -209,7 +209,7 @@ export class Router {
     let attempts = 0;
     let last: GatewayError | undefined;
     let soonest = Number.POSITIVE_INFINITY;
-    const rt = tracing === null ? undefined : tracing.request(req.requestId);
+    const rt = req.trace;
 
     let upstreamMs = 0;
     let previous: string | undefined;
@@ -238,7 +238,7 @@ export class Router {
         }
         attempts++;
         const a = new Attempt(req.signal);
-        const at = rt === undefined ? undefined : rt.attempt(attemptFacts(req, t, m.policy, attempts, retry, targets[0] !== t, h.breaker.stateAt(now), a.abort));
+        const at = rt === undefined ? undefined : rt.attempt(attemptFacts(req, t, m.policy, attempts, retry, targets[0] !== t, h.breaker.stateAt(now)));
         const started = this.clock.now();
         try {
           const result = await exec(t, a, h, remaining, at);
@@ -298,7 +298,7 @@ export class Router {
 }
 
 /** What an attempt's span says of it (telemetry/tracing.ts). */
-function attemptFacts(req: RouteRequest, t: ResolvedTarget, policy: string, attempt: number, retry: number, failover: boolean, breaker: string, abort: object): AttemptFacts {
+function attemptFacts(req: RouteRequest, t: ResolvedTarget, policy: string, attempt: number, retry: number, failover: boolean, breaker: string): AttemptFacts {
   return {
     op: req.op,
     model: t.model,
@@ -311,7 +311,6 @@ function attemptFacts(req: RouteRequest, t: ResolvedTarget, policy: string, atte
     failover,
     breaker,
     maxTokens: req.maxOutputTokens,
-    abortKey: abort,
   };
 }
 

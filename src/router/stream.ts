@@ -14,8 +14,7 @@ import { DONE, pollable, type Pollable } from '../lib/pollable.ts';
 import type { PartBase } from '../protocol/stream-part.ts';
 import type { Attempt } from './attempt.ts';
 import type { TargetHealth } from './health-state.ts';
-import type { Clock, ResolvedTarget } from './types.ts';
-import type { AttemptTrace } from '../telemetry/tracing.ts';
+import type { AttemptSpan, Clock, ResolvedTarget } from './types.ts';
 
 /** What the router asks of a stream's parts (protocol/stream-part.ts); it knows nothing else of them. */
 export interface StreamHooks<P> {
@@ -40,7 +39,7 @@ export interface OpenCommittedArgs<T extends PartBase> {
   hooks: StreamHooks<T>;
   classify: (err: unknown) => GatewayError;
   /** the attempt's span while tracing is on */
-  trace?: AttemptTrace | undefined;
+  trace?: AttemptSpan | undefined;
 }
 
 export function truncated(backend: string): GatewayError {

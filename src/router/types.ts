@@ -1,7 +1,9 @@
 /** Types the router's modules and its callers share. */
 import type { AbortLike } from '../lib/abort.ts';
+import type { CallTrace } from '../backends/contract.ts';
 import type { BackendEntry } from '../backends/registry.ts';
 import type { TargetConfig } from '../config/schema.ts';
+import type { AttemptFacts, FailureFacts } from '../telemetry/tracing-facts.ts';
 
 /** What a request asks for; `responses` and `messages` are served natively or through chat. */
 export type Operation = 'chat' | 'completions' | 'embeddings' | 'responses' | 'messages';
@@ -55,6 +57,34 @@ export interface RouteRequest {
   /** rough prompt size, for the cost policy */
   promptTokens: number;
   maxOutputTokens?: number | undefined;
+  /** the request's trace while tracing is on */
+  trace?: RouteTrace | undefined;
+}
+
+/**
+ * A request's trace as the router uses it (telemetry/tracing.ts's RequestTrace while tracing is
+ * on): a span for each attempt, which its CallContext carries to the backend.
+ */
+export interface RouteTrace {
+  attempt(facts: AttemptFacts): AttemptSpan;
+}
+
+/** One attempt's span as the router and its stream tell it what happened (telemetry/tracing-attempt.ts). */
+export interface AttemptSpan extends CallTrace {
+  /** whether the stream's parts are to be shown to `part()` (only while the span records) */
+  readonly watch: boolean;
+  /** a JSON answer */
+  answer(result: unknown): void;
+  /** the attempt failed (before a stream's commit point, or a JSON call): the span ends */
+  fail(err: FailureFacts): void;
+  /** a stream reached its commit point after `ttftMs`; `first` is its first part */
+  committed(ttftMs: number, first: object | undefined): void;
+  /** a stream part that finishes the answer */
+  finished(part: object): void;
+  /** a stream part as the upstream sent it (only while `watch`) */
+  part(p: object): void;
+  /** a stream ended after its commit point */
+  streamEnded(outcome: 'success' | 'failure' | 'neutral', err?: FailureFacts): void;
 }
 
 export interface Clock {

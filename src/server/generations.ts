@@ -65,6 +65,8 @@ export class Generations {
     private readonly version: string,
     private readonly sharedMemoryStore?: () => StateStore,
   ) {
+    // every generation's requests are traced by this one tracer: `telemetry.tracing` changes take effect on restart
+    this.tracing = startTracing(loaded.config.telemetry.tracing, logger, version);
     this.health = new HealthState(loaded.config.routing.breaker);
     this.metrics.setBreakerSource(() =>
       this.health
@@ -73,11 +75,9 @@ export class Generations {
     );
     this.gen = this.build(loaded);
     this.shareHealth(this.gen);
-    // process-wide; `telemetry.tracing` changes take effect on restart
-    this.tracing = startTracing(loaded.config.telemetry.tracing, logger, version);
   }
 
-  private readonly tracing: Tracing | null;
+  private readonly tracing: Tracing | undefined;
 
   get deps(): GenerationDeps {
     return this.gen.deps;
@@ -147,6 +147,7 @@ export class Generations {
       startedAt: this.startedAt,
       lifecycle: this.lifecycle,
       traffic: this.traffic,
+      tracing: this.tracing,
       statusExtras: {
         ...this.sections,
         cache: () => cacheSection(this.metrics, config.cache.enabled, { coalesced: () => services.cache?.stats.coalesced, entries: () => services.store.cacheEntries?.() }),

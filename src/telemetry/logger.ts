@@ -3,7 +3,6 @@
  * are never passed to it; callers log ids, names, numbers and statuses only.
  */
 import { WriteBatch } from '../lib/write-batch.ts';
-import { tracing } from './tracing.ts';
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent';
 export type LogFields = Record<string, string | number | boolean | null | undefined>;
 
@@ -37,21 +36,28 @@ export function createLogger(level: LogLevel, sink: (line: string) => void = (de
     (lv: Exclude<LogLevel, 'silent'>) =>
     (msg: string, fields?: LogFields): void => {
       if (RANK[lv] < RANK[logger.level]) return;
-      if (tracing !== null && fields !== undefined) withTraceIds(fields);
       sink(line(lv, msg, fields));
     };
   const logger: Logger = { level, debug: log('debug'), info: log('info'), warn: log('warn'), error: log('error') };
   return logger;
 }
 
-/** A line about a traced request (its `request_id`) carries the trace's `trace_id` and `span_id`. */
-function withTraceIds(fields: LogFields): void {
-  const id = fields.request_id;
-  if (typeof id !== 'string' || fields.trace_id !== undefined || tracing === null) return;
-  const ids = tracing.ids(id);
-  if (ids === undefined) return;
-  fields.trace_id = ids.trace_id;
-  fields.span_id = ids.span_id;
+/** A traced request's ids as its log lines name them (telemetry/tracing.ts: its SERVER span's). */
+export interface TraceIds {
+  readonly traceId: string;
+  readonly spanId: string;
+}
+
+/**
+ * `fields` of a line about a request, with the request's `trace_id` and `span_id` added while it is
+ * traced (`trace` given) and the fields do not name a trace already.
+ */
+export function withTrace(fields: LogFields, trace: TraceIds | undefined): LogFields {
+  if (trace !== undefined && fields.trace_id === undefined) {
+    fields.trace_id = trace.traceId;
+    fields.span_id = trace.spanId;
+  }
+  return fields;
 }
 
 let isoSecond = Number.NaN;

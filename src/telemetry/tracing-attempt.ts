@@ -7,6 +7,7 @@ import { performance } from 'node:perf_hooks';
 import { SpanStatusCode, type Span } from '@opentelemetry/api';
 import type { FailureFacts, RequestEndFacts } from './tracing-facts.ts';
 import type { ChunkPart, EventPart } from '../protocol/stream-part.ts';
+import type { TraceIds } from './logger.ts';
 
 /**
  * Epoch ms on one clock for every span's start, end and event (the SDK's own anchors each span to
@@ -43,7 +44,10 @@ function serverOf(origin: string): { address: string; port: number } | undefined
   return server;
 }
 
-/** One upstream attempt's CLIENT span. */
+/**
+ * One upstream attempt's CLIENT span. The router (router/types.ts's AttemptSpan) and, through the
+ * attempt's CallContext, the backend (backends/contract.ts's CallTrace) tell it what happens.
+ */
 export class AttemptTrace {
   /** `traceparent` (and `tracestate`) of this span, for the upstream call */
   readonly headers: Record<string, string>;
@@ -72,10 +76,15 @@ export class AttemptTrace {
     readonly span: Span,
     headers: Record<string, string>,
     /** its request (what the attempt needs of it) */
-    private readonly owner: { readonly recordContent: boolean },
+    private readonly owner: TraceIds & { readonly recordContent: boolean },
   ) {
     this.headers = headers;
     this.watch = span.isRecording();
+  }
+
+  /** The ids its request's log lines carry (the request's SERVER span's). */
+  get request(): TraceIds {
+    return this.owner;
   }
 
   /** The call as sent upstream: server address, request parameters, and (opted in) the messages. */

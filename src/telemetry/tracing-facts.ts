@@ -31,8 +31,6 @@ export interface AttemptFacts {
   failover: boolean;
   breaker: string;
   maxTokens?: number | undefined;
-  /** the attempt's abort object, which the upstream client is given (its way to this span) */
-  abortKey?: object | undefined;
 }
 
 /** A failure as the router classified it. */

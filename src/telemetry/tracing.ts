@@ -7,10 +7,13 @@
  * a CLIENT span per upstream attempt under it, named `{gen_ai.operation.name} {gen_ai.request.model}`,
  * whose context goes upstream as `traceparent`. A stream's attempt span ends when the stream ends.
  *
- * Hot path: `tracing` is null while tracing is off, and every hook is one call behind that null
- * check; nothing else (no span objects, no context work) happens on a request. Contexts are passed
- * explicitly (no global context manager, no AsyncLocalStorage): the router finds a request's trace
- * by its request id, the upstream client an attempt's by the attempt's abort object.
+ * Hot path: while tracing is off a generation has no `Tracing` and a request no trace, and every
+ * hook is one call behind that check; nothing else (no span objects, no context work) happens on a
+ * request. Contexts are passed explicitly (no global context manager, no AsyncLocalStorage, no
+ * lookup by request id): the listener starts a request's trace on its exchange, the route request
+ * carries it to the router (router/types.ts's RouteTrace), and each attempt's span rides on the
+ * attempt's CallContext to the backend and the upstream client (backends/contract.ts's CallTrace).
+ * Only the server and HTTP layers import this module (.dependency-cruiser.cjs).
  */
 import {
   defaultTextMapGetter,
@@ -106,25 +109,35 @@ const OPERATION: Record<string, string> = {
   messages: 'chat',
 };
 
-/** One API request's SERVER span and its attempts. */
+/**
+ * One API request's SERVER span and its attempts (router/types.ts's RouteTrace); its ids are the
+ * ones its log lines carry (logger.ts's TraceIds).
+ */
 export class RequestTrace {
   private ctx_: Context | undefined;
   /** a request that is not sampled: the trace context all its attempts pass upstream */
   private unsampled: Record<string, string> | undefined;
   private readonly attempts: AttemptTrace[] = [];
-  /** the attempts' keys in Tracing.byAbort */
-  private readonly keys: object[] = [];
   private ended = false;
 
   constructor(
     readonly span: Span,
     private readonly parent: Context,
     private readonly owner: Tracing,
-    readonly requestId: string,
     readonly recordContent: boolean,
     /** the route the span started with (`http.route`) */
     private readonly route: string,
   ) {}
+
+  /** The trace id of this request's span, for its log lines. */
+  get traceId(): string {
+    return this.span.spanContext().traceId;
+  }
+
+  /** The span id of this request's span, for its log lines. */
+  get spanId(): string {
+    return this.span.spanContext().spanId;
+  }
 
   /** The context of this request's span (its attempts' parent). */
   get ctx(): Context {
@@ -150,9 +163,6 @@ export class RequestTrace {
       a = new AttemptTrace(this.span, this.unsampled, this);
     }
     this.attempts.push(a);
-    const key = f.abortKey ?? a;
-    this.keys.push(key);
-    this.owner.byAbort.set(key, a);
     return a;
   }
 
@@ -160,8 +170,6 @@ export class RequestTrace {
   finish(status: number, f: RequestEndFacts): void {
     if (this.ended) return;
     this.ended = true;
-    this.owner.forget(this);
-    for (const k of this.keys) this.owner.byAbort.delete(k);
     // asked before the attempts end (an ended span no longer records)
     const carried = this.attempts.some(servedRecording);
     for (const a of this.attempts) a.settle(f);
@@ -214,17 +222,9 @@ function attemptAttributes(op: string, f: AttemptFacts): Attributes {
   return attributes;
 }
 
-/** The tracer of this process while tracing is on. */
+/** A gateway's tracer while tracing is on (server/generations.ts makes it; GenerationDeps carry it). */
 export class Tracing {
   readonly tracer: Tracer;
-  /** requests in flight by request id (the router's way to its request's span) */
-  private readonly requests = new Map<string, RequestTrace>();
-  /**
-   * attempts in flight by their abort object (the upstream client's way to its attempt's span),
-   * until their request finishes (a Map: a WeakMap's entries cost the garbage collector more)
-   */
-  readonly byAbort = new Map<object, AttemptTrace>();
-
   private readonly sampler: Sampler;
 
   constructor(
@@ -259,30 +259,7 @@ export class Tracing {
       this.idGen.next = undefined;
       if (span.isRecording()) span.setAttributes({ 'http.request.method': method, 'url.path': path, 'http.route': route, 'switchyard.request_id': requestId });
     }
-    const r = new RequestTrace(span, parent, this, requestId, this.setup.recordContent, route);
-    this.requests.set(requestId, r);
-    return r;
-  }
-
-  request(requestId: string): RequestTrace | undefined {
-    return this.requests.get(requestId);
-  }
-
-  forget(r: RequestTrace): void {
-    if (this.requests.get(r.requestId) === r) this.requests.delete(r.requestId);
-  }
-
-  /** The attempt an upstream call belongs to, by the abort it was given. */
-  attemptOf(abort: object): AttemptTrace | undefined {
-    return this.byAbort.get(abort);
-  }
-
-  /** trace_id and span_id of a request's server span, for its log lines. */
-  ids(requestId: string): { trace_id: string; span_id: string } | undefined {
-    const r = this.requests.get(requestId);
-    if (r === undefined) return undefined;
-    const c = r.span.spanContext();
-    return { trace_id: c.traceId, span_id: c.spanId };
+    return new RequestTrace(span, parent, this, this.setup.recordContent, route);
   }
 
   flush(): Promise<void> {
@@ -294,16 +271,10 @@ export class Tracing {
   }
 }
 
-/** The process's tracing while it is on; null while off (the one check on the request path). */
-export let tracing: Tracing | null = null;
-
-/**
- * Starts tracing as configured (replacing a tracer already running), or leaves it off. Returns
- * the tracer, or null when off.
- */
-export function startTracing(cfg: TracingConfig | undefined, logger: Warn, version: string, env: Env = process.env): Tracing | null {
+/** Starts a tracer as configured, or none (undefined) while tracing is off. */
+export function startTracing(cfg: TracingConfig | undefined, logger: Warn, version: string, env: Env = process.env): Tracing | undefined {
   const setup = resolveTracing(cfg, env);
-  if (setup === null) return null;
+  if (setup === null) return undefined;
   const options = { url: setup.url, headers: setup.headers };
   const exporter = setup.protocol === 'http/json' ? new OtlpJsonExporter(options) : new OtlpProtoExporter(options);
   const attrs: Attributes = { 'service.name': setup.serviceName ?? 'switchyard', 'service.version': version };
@@ -318,9 +289,7 @@ export function startTracing(cfg: TracingConfig | undefined, logger: Warn, versi
     idGenerator,
     spanProcessors: [new BatchSpanProcessor(new ReportingExporter(exporter, logger, setup.url))],
   });
-  const previous = tracing;
-  tracing = new Tracing(provider, setup, idGenerator);
-  if (previous !== null) void previous.shutdown().catch(() => {});
+  const tracing = new Tracing(provider, setup, idGenerator);
   logger.info('tracing on', { endpoint: setup.url, protocol: setup.protocol });
   return tracing;
 }
@@ -329,9 +298,8 @@ export function startTracing(cfg: TracingConfig | undefined, logger: Warn, versi
 const SHUTDOWN_WAIT_MS = 3000;
 
 /** Flushes what is pending and turns tracing off (gateway close), waiting at most SHUTDOWN_WAIT_MS. */
-export async function stopTracing(t: Tracing | null): Promise<void> {
-  if (t === null) return;
-  if (tracing === t) tracing = null;
+export async function stopTracing(t: Tracing | undefined): Promise<void> {
+  if (t === undefined) return;
   let timer: NodeJS.Timeout | undefined;
   const bound = new Promise<void>((r) => {
     timer = setTimeout(r, SHUTDOWN_WAIT_MS);

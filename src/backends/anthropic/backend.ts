@@ -21,8 +21,7 @@ import { DEFAULT_ANTHROPIC_VERSION, DEFAULT_MAX_RESPONSE_BYTES, type AnthropicBa
 import { GatewayError } from '../../errors/gateway-error.ts';
 import type { ChatCompletion, ChatCompletionChunk, ChatRequest } from '../../protocol/chat/schema.ts';
 import { ChunkPart, type EventPart } from '../../protocol/stream-part.ts';
-import type { Logger } from '../../telemetry/logger.ts';
-import { tracing } from '../../telemetry/tracing.ts';
+import { withTrace, type Logger } from '../../telemetry/logger.ts';
 import { fromAnthropicStatus } from './errors.ts';
 import { NativeMessages } from './native.ts';
 import { anthropicMessageSchema, streamError, toChatCompletion } from './response.ts';
@@ -164,7 +163,7 @@ export class AnthropicBackend implements BaseLLM {
       const fresh = dropped.filter((p) => !this.warned.has(p) && this.warned.size < MAX_WARNED);
       for (const p of fresh) this.warned.add(p);
       const params = dropped.slice(0, 20).map((p) => p.slice(0, 64)).join(',');
-      const fields = { backend: this.id, request_id: ctx.requestId, params, anthropic_version: this.version };
+      const fields = withTrace({ backend: this.id, request_id: ctx.requestId, params, anthropic_version: this.version }, ctx.trace?.request);
       const msg = 'anthropic backend: request parameters not supported by the Anthropic API were dropped';
       if (fresh.length > 0) this.logger.warn(msg, fields);
       else this.logger.debug(msg, fields);
@@ -178,7 +177,7 @@ export class AnthropicBackend implements BaseLLM {
    */
   private opts(ctx: CallContext, params?: object): { signal: AbortSignal; headers: Record<string, string> } {
     const headers: Record<string, string> = { 'x-request-id': ctx.requestId };
-    const at = tracing === null || ctx.abort === undefined ? undefined : tracing.attemptOf(ctx.abort);
+    const at = ctx.trace;
     if (at !== undefined) {
       for (const k in at.headers) headers[k] = at.headers[k] as string;
       at.call(this.clientOptions.baseURL ?? '', params);

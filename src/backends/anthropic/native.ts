@@ -145,7 +145,7 @@ export class NativeMessages {
     };
   }
 
-  /** Per-call options: the attempt's abort, the request id, and the protocol headers. */
+  /** Per-call options: the attempt's abort, the request id, the protocol headers and the attempt's trace. */
   private opts(call: NativeCall, ctx: CallContext): CallOptions {
     let version: string | undefined;
     let beta: string | undefined;
@@ -158,7 +158,7 @@ export class NativeMessages {
     const betas = this.betas.length === 0 ? beta : [...new Set([...splitBetas(beta ?? ''), ...this.betas])].join(',');
     if (betas) headers['anthropic-beta'] = betas;
     // the attempt's light abort when there is one (undici takes it; ctx.signal would make an AbortSignal)
-    return { signal: ctx.abort ?? ctx.signal, headers };
+    return { signal: ctx.abort ?? ctx.signal, headers, trace: ctx.trace };
   }
 }
 

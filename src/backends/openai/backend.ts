@@ -205,10 +205,10 @@ export class OpenAICompatibleBackend implements BaseLLM {
   }
 }
 
-/** Per-request options: the attempt's abort signal, and the request id so upstream logs correlate. */
+/** Per-request options: the attempt's abort signal, the request id so upstream logs correlate, its trace. */
 function opts(ctx: CallContext): CallOptions {
   // the attempt's light abort when there is one (undici takes it; ctx.signal would make an AbortSignal)
-  return { signal: ctx.abort ?? ctx.signal, headers: { 'x-request-id': ctx.requestId } };
+  return { signal: ctx.abort ?? ctx.signal, headers: { 'x-request-id': ctx.requestId }, trace: ctx.trace };
 }
 
 /** A native call's options: its protocol headers (those the backend does not own) and the request id. */
@@ -217,7 +217,7 @@ function nativeOpts(call: NativeCall, ctx: CallContext): CallOptions {
   const headers: Record<string, string> = {};
   for (const [k, v] of Object.entries(call.headers)) if (!OWN_HEADERS.has(k.toLowerCase())) headers[k] = v;
   headers['x-request-id'] = ctx.requestId;
-  return { signal: ctx.abort ?? ctx.signal, headers };
+  return { signal: ctx.abort ?? ctx.signal, headers, trace: ctx.trace };
 }
 
 /** Headers a native call may not set: the backend's credentials and the request's framing. */

@@ -30,7 +30,7 @@ import { upstreamMalformed } from '../../errors/upstream.ts';
 import type { CallOptions, UpstreamClientOptions } from './types.ts';
 import type { ChunkPart, EventPart } from '../../protocol/stream-part.ts';
 import type { EventDecoder } from './sse-reader.ts';
-import { tracing } from '../../telemetry/tracing.ts';
+import type { CallTrace } from '../contract.ts';
 
 /** One backend's calls to its upstream (its base URL, static headers and pooled dispatcher). */
 export class UpstreamClient {
@@ -76,7 +76,7 @@ export class UpstreamClient {
    */
   async postStream<C extends object = object>(path: string, body: unknown, opts: CallOptions): Promise<AsyncIterableIterator<ChunkPart<C>>> {
     const headers = this.headersFor('text/event-stream', opts);
-    if (tracing !== null) this.traced(headers, opts, body);
+    if (opts.trace !== undefined) this.traced(headers, opts.trace, body);
     return new Promise((resolve, reject) => this.dispatch('POST', path, headers, JSON.stringify(body), new StreamCall<C>(this.o, opts.signal, resolve, reject)));
   }
 
@@ -87,7 +87,7 @@ export class UpstreamClient {
    */
   async postEventStream(path: string, body: unknown, opts: CallOptions, decode: EventDecoder): Promise<AsyncIterableIterator<EventPart>> {
     const headers = this.headersFor('text/event-stream', opts);
-    if (tracing !== null) this.traced(headers, opts, body);
+    if (opts.trace !== undefined) this.traced(headers, opts.trace, body);
     return new Promise((resolve, reject) =>
       this.dispatch('POST', path, headers, JSON.stringify(body), new StreamCall<object, EventPart>(this.o, opts.signal, resolve, reject, decode)),
     );
@@ -96,14 +96,12 @@ export class UpstreamClient {
   /** A JSON call: the bytes of its 2xx answer, within `maxResponseBytes` (JsonCall). */
   private call(method: 'GET' | 'POST', path: string, body: string | undefined, opts: CallOptions, value?: unknown): Promise<Buffer<ArrayBuffer>> {
     const headers = this.headersFor('application/json', opts);
-    if (tracing !== null) this.traced(headers, opts, value);
+    if (opts.trace !== undefined) this.traced(headers, opts.trace, value);
     return new Promise((resolve, reject) => this.dispatch(method, path, headers, body, new JsonCall(this.o, opts.signal, resolve, reject)));
   }
 
-  /** Tracing on: the attempt's `traceparent` goes upstream, and its span learns the call. */
-  private traced(headers: string[], opts: CallOptions, body: unknown): void {
-    const at = tracing?.attemptOf(opts.signal);
-    if (at === undefined) return;
+  /** A traced attempt: its `traceparent` goes upstream, and its span learns the call. */
+  private traced(headers: string[], at: CallTrace, body: unknown): void {
     for (const k in at.headers) {
       const i = headers.indexOf(k);
       if (i >= 0 && i % 2 === 0) headers[i + 1] = at.headers[k] as string;

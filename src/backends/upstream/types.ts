@@ -2,7 +2,7 @@
 import type { EventSourceMessage } from 'eventsource-parser';
 import type { Dispatcher } from 'undici';
 import type { GatewayError } from '../../errors/gateway-error.ts';
-import type { UpstreamAbort } from '../contract.ts';
+import type { CallTrace, UpstreamAbort } from '../contract.ts';
 import type { UpstreamErrorInfo } from '../../errors/upstream.ts';
 
 /** What a non-2xx answer said. */
@@ -44,4 +44,6 @@ export type CallSignal = AbortSignal | UpstreamAbort;
 export interface CallOptions {
   signal: CallSignal;
   headers?: Record<string, string> | undefined;
+  /** the attempt's trace (CallContext's): its `traceparent` goes upstream, its span learns the call */
+  trace?: CallTrace | undefined;
 }

@@ -43,6 +43,7 @@ import { sendJson } from '../direct.ts';
 import type { Exchange } from '../exchange.ts';
 import { markRouted, markUsage, sendStream, noteWarnings, requestFacts } from '../respond.ts';
 import type { SseFraming } from '../sse.ts';
+import { withTrace } from '../../telemetry/logger.ts';
 import { DONE, mapped, pollable, type Pollable } from '../../lib/pollable.ts';
 
 const OWNER_WITHOUT_KEY = 'anonymous';
@@ -159,7 +160,7 @@ export function createResponseHandler(deps: GenerationDeps) {
         const e = asGatewayError(err);
         why = e.code ?? e.type;
       }
-      deps.logger.warn('response not stored', { request_id: x.requestId, reason: why });
+      deps.logger.warn('response not stored', withTrace({ request_id: x.requestId, reason: why }, x.trace));
     };
     const warnings: string[] = [];
     const nativeInput = refs.length > 0 ? expandReferences(req.input, (id) => nativeItem(byId.get(id))) : req.input;
