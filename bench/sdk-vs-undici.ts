@@ -1,7 +1,7 @@
 /**
  * The upstream call alone, in one process: what one request to an OpenAI-compatible upstream
  * costs the caller through the openai SDK (on undici's fetch with a pooled Agent, as
- * src/backends/openai/backend.ts does) versus undici.request, for chat JSON, a 20-chunk stream and
+ * src/backends/upstream/openai-compatible.ts does) versus undici.request, for chat JSON, a 20-chunk stream and
  * 16×1536 float embeddings. A closed loop of `--concurrency` callers runs for `--seconds` per
  * case against the mock upstream (another process, on another core when taskset exists); the
  * caller's own CPU time per request (process.cpuUsage) is the number to compare.

@@ -26,7 +26,7 @@ import OpenAI from 'openai';
 import type { ChatCompletionCreateParamsNonStreaming, ChatCompletionCreateParamsStreaming } from 'openai/resources/chat/completions';
 import type { EmbeddingCreateParams } from 'openai/resources/embeddings';
 import { Agent, fetch as undiciFetch, request } from 'undici';
-import { OpenAICompatibleBackend } from '../src/backends/openai/backend.ts';
+import { OpenAICompatibleBackend } from '../src/backends/upstream/openai-compatible.ts';
 import { DEFAULT_MAX_RESPONSE_BYTES, type OpenAIBackendConfig } from '../src/config/schema.ts';
 import type { ChatRequest } from '../src/protocol/chat/schema.ts';
 import { RawEmbeddingResponse, type EmbeddingRequest } from '../src/protocol/embeddings/schema.ts';

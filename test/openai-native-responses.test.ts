@@ -6,7 +6,7 @@
 import { after, afterEach, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { OpenAICompatibleBackend } from '../src/backends/openai/backend.ts';
+import { OpenAICompatibleBackend } from '../src/backends/upstream/openai-compatible.ts';
 import type { CallContext, JsonObject, NativeCall } from '../src/backends/contract.ts';
 import { openaiBackendSchema } from '../src/config/schema.ts';
 import { GatewayError } from '../src/errors/gateway-error.ts';

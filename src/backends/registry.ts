@@ -14,7 +14,7 @@ import type { BaseLLM } from './contract.ts';
 import { FakeBackend } from './fake/backend.ts';
 import { LlamaCppBackend } from './llamacpp/backend.ts';
 import { OnnxBackend } from './onnx/backend.ts';
-import { OpenAICompatibleBackend } from './openai/backend.ts';
+import { OpenAICompatibleBackend } from './upstream/openai-compatible.ts';
 
 export interface BackendEntry {
   llm: BaseLLM;

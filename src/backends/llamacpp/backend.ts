@@ -31,7 +31,7 @@ import { LlamaServerMonitor } from './monitor.ts';
 import { llamaSseFraming } from './sse.ts';
 import type { StatusErrorInfo } from '../upstream/types.ts';
 import { withEnd } from '../../lib/pollable.ts';
-import { OpenAICompatibleBackend } from '../openai/backend.ts';
+import { OpenAICompatibleBackend } from '../upstream/openai-compatible.ts';
 
 /** The server root: no trailing slash, no trailing /v1 (the OpenAI routes are under /v1). */
 export function llamaServerRoot(baseUrl: string): string {

@@ -41,7 +41,7 @@ export interface EmbeddingResponse {
 
 /**
  * An upstream's answer forwarded as the bytes it sent, already in the format asked for and checked
- * (backends/openai/embeddings-passthrough.ts); `usage` and `model` were read from it.
+ * (backends/upstream/embeddings-passthrough.ts); `usage` and `model` were read from it.
  */
 export class RawEmbeddingResponse {
   /** responses that will send these bytes and have not yet finished (sent) */

@@ -1,6 +1,6 @@
 /**
  * `type: openai` — any OpenAI-compatible HTTP API (OpenAI, Groq, Together, DeepSeek, Mistral,
- * vLLM, Ollama's /v1, …). Calls go through `undici`'s request API on one pooled keep-alive Agent per
+ * vLLM, Ollama's /v1, …); the `llamacpp` backend builds on it for llama-server's /v1 routes. Calls go through `undici`'s request API on one pooled keep-alive Agent per
  * backend (backends/upstream/client.ts): the openai SDK's fetch path cost about five times the CPU per call
  * (bench/upstream-client.ts), so only its types are kept, as the internal types. No retries here
  * (the router owns them); the request's abort signal goes upstream. Request bodies go upstream as
@@ -21,9 +21,9 @@ import { fromResponsesUsage, isContentEventType, TERMINAL_EVENTS } from '../../p
 import { inputCount, type Embedding, type EmbeddingAnswer, type EmbeddingRequest, type EmbeddingResponse } from '../../protocol/embeddings/schema.ts';
 import type { BackendHealth, BaseLLM, CallContext, Capabilities, JsonObject, NativeCall } from '../contract.ts';
 import { sniffEmbeddings } from './embeddings-passthrough.ts';
-import { UpstreamClient, parseJsonOnce } from '../upstream/client.ts';
-import type { CallOptions, SseFraming, StatusErrorInfo } from '../upstream/types.ts';
-import { streamErrorEvent } from '../upstream/sse-reader.ts';
+import { UpstreamClient, parseJsonOnce } from './client.ts';
+import type { CallOptions, SseFraming, StatusErrorInfo } from './types.ts';
+import { streamErrorEvent } from './sse-reader.ts';
 import { fromUpstreamStatus, upstreamMalformed } from '../../errors/upstream.ts';
 
 export interface OpenAICompatibleOptions {

@@ -20,7 +20,7 @@
  * sorts or reports the precise problem.
  */
 import { RawEmbeddingResponse } from '../../protocol/embeddings/schema.ts';
-import { bodyPool } from '../upstream/body-pool.ts';
+import { bodyPool } from './body-pool.ts';
 
 /** Bytes sent: back to the pool that lent them (JsonCall takes large answers' buffers from it). */
 const recycle = (bytes: Buffer<ArrayBuffer>): void => bodyPool.give(bytes);
