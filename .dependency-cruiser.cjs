@@ -43,10 +43,18 @@ module.exports = {
     layer('lib', ['server', 'http', 'gateway', 'router', 'backends', 'cache', 'limits', 'state', 'telemetry', 'config', 'protocol', 'errors']),
     {
       name: 'backends-apart',
-      comment: 'a backend folder imports only the contract, the shared upstream client and itself',
+      comment: 'a backend folder imports only itself, the shared upstream folder (client, OpenAI-compatible backend) and the files at backends/ root',
       severity: 'error',
-      from: { path: '^src/backends/(anthropic|fake|onnx)/' },
-      to: { path: '^src/backends/(openai|llamacpp|anthropic|fake|onnx)/', pathNot: '^src/backends/$1/' },
+      from: { path: '^src/backends/([^/]+)/' },
+      to: { path: '^src/backends/[^/]+/', pathNot: '^src/backends/($1|upstream)/' },
+    },
+    {
+      name: 'tracing-from-the-top',
+      comment:
+        'only main.ts, server/ and http/ use the tracer; below them a request\'s trace comes with the request (RouteRequest, CallContext), so they import its facts and interfaces as types only',
+      severity: 'error',
+      from: { path: '^src/', pathNot: '^src/(main\\.ts$|server/|http/|telemetry/tracing)' },
+      to: { path: '^src/telemetry/tracing[^/]*\\.ts$', dependencyTypesNot: ['type-only'] },
     },
   ],
   options: {
