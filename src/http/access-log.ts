@@ -6,14 +6,11 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
-import type { MiddlewareHandler } from 'hono';
 import type { GenerationDeps } from './deps.ts';
 import { costUsd } from '../telemetry/cost.ts';
 import { GENAI_PROVIDER, genAiOperation, statusClass } from '../telemetry/metrics.ts';
 import { withTrace, type LogFields } from '../telemetry/logger.ts';
-import { settleUnreadBody } from './body.ts';
 import { Exchange } from './exchange.ts';
-import type { AppEnv } from './types.ts';
 
 const CLIENT_GONE = 'Client connection prematurely closed.';
 
@@ -32,21 +29,6 @@ export function openExchange(deps: GenerationDeps, incoming: IncomingMessage, ou
   const x = new Exchange(incoming, outgoing);
   outgoing.once('close', () => finish(deps, x));
   return x;
-}
-
-/** Hono's first middleware: the request's exchange (`c.get('x')`); the id on answers Hono writes. */
-export function accessLog(deps: GenerationDeps): MiddlewareHandler<AppEnv> {
-  return async (c, next) => {
-    const x = openExchange(deps, c.env.incoming, c.env.outgoing);
-    c.set('x', x);
-    await next();
-    // answers written by direct.ts carry it already (and read their body)
-    if (x.outgoing.headersSent) return;
-    c.res.headers.set('x-request-id', x.requestId);
-    // a body the answer did not wait for (errors settled theirs in errorAnswer)
-    settleUnreadBody(x);
-    if (x.closeAfter) c.res.headers.set('connection', 'close');
-  };
 }
 
 function finish(deps: GenerationDeps, x: Exchange): void {

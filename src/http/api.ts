@@ -1,8 +1,9 @@
 /**
- * The API plane: every `/v1/*` route in one table (method + path pattern → handler, each with its
- * error envelope), the guard every `/v1/*` request passes (overload gate, then the client key) and
- * the error answer of a failed request. The listener (listener.ts) serves all of `/v1/*` with
- * these; Hono (app.ts) keeps only the admin and HTML routes.
+ * Every route of both planes in one table (method + path pattern → handler, each with its plane,
+ * guard and error envelope): the API (`/v1/*`, behind the overload gate and the client key) and
+ * the operator's routes (health, readiness, metrics, status; the admin key where they need it);
+ * and the error answer of a failed request. The listener (listener.ts) serves every request with
+ * these.
  *
  * A new route is one `.add(…)` line below: its handler takes the Exchange (params in `x.params`,
  * the query in `x.query()`), writes its answer itself and throws what should be an error answer.
@@ -11,7 +12,10 @@ import type { GenerationDeps } from './deps.ts';
 import { asGatewayError, errorHeaders, toOpenAIError } from '../errors/gateway-error.ts';
 import { withTrace } from '../telemetry/logger.ts';
 import { anthropicErrorResponse } from '../protocol/messages/errors.ts';
-import { keyCheck } from './auth.ts';
+import { adminGuard, keyCheck } from './auth.ts';
+import { healthHandler, readyHandler } from './admin/health.ts';
+import { metricsHandler } from './admin/metrics.ts';
+import { statusHtmlHandler, statusJsonHandler } from './admin/status.ts';
 import { settleUnreadBody } from './body.ts';
 import { chatHandler } from './routes/chat.ts';
 import { completionsHandler } from './routes/completions.ts';
@@ -21,22 +25,31 @@ import { getModelHandler, listModelsHandler } from './routes/models.ts';
 import { createResponseHandler, deleteResponseHandler, getResponseHandler, inputItemsHandler } from './routes/responses.ts';
 import type { Exchange } from './exchange.ts';
 import { overloadGate } from './overload.ts';
-import { RouteTable } from './route-table.ts';
+import { RouteTable, type Guard } from './route-table.ts';
 
 export type { ApiHandler } from './route-table.ts';
 
 export interface Api {
   readonly routes: RouteTable;
-  /** throws 503 server_overloaded or 401; admits the request and records its key otherwise */
-  readonly guard: (x: Exchange) => void;
+  /**
+   * The API plane's guard, which every `/v1/*` request passes, an unknown path's too: throws 503
+   * server_overloaded or 401; admits the request and records its key otherwise.
+   */
+  readonly guard: Guard;
 }
 
 export function createApi(deps: GenerationDeps): Api {
   const admit = overloadGate(deps.config.server.max_concurrent_requests);
   const authenticate = keyCheck(deps.config.keys);
+  const guard: Guard = (x) => {
+    admit?.(x);
+    authenticate?.(x);
+  };
+  const { admin, keys } = deps.config;
   const routes = new RouteTable()
     // Anthropic's clients get Anthropic's envelope (and may send their key in x-api-key)
     .area('/v1/messages', 'anthropic')
+    .defaults({ plane: 'api', guard })
     .add('POST', '/v1/chat/completions', chatHandler(deps))
     .add('POST', '/v1/completions', completionsHandler(deps))
     .add('POST', '/v1/embeddings', embeddingsHandler(deps))
@@ -47,14 +60,16 @@ export function createApi(deps: GenerationDeps): Api {
     .add('POST', '/v1/responses', createResponseHandler(deps))
     .add('GET', '/v1/responses/{id}', getResponseHandler(deps))
     .add('DELETE', '/v1/responses/{id}', deleteResponseHandler(deps))
-    .add('GET', '/v1/responses/{id}/input_items', inputItemsHandler(deps));
-  return {
-    routes,
-    guard: (x) => {
-      admit?.(x);
-      authenticate?.(x);
-    },
-  };
+    .add('GET', '/v1/responses/{id}/input_items', inputItemsHandler(deps))
+    // the operator's: never behind the overload gate (a probe must see a busy gateway as alive)
+    .defaults({ plane: 'admin', guard: undefined })
+    .add('GET', '/health', healthHandler(deps))
+    .add('GET', '/ready', readyHandler(deps))
+    .add('GET', '/metrics', metricsHandler(deps), { guard: adminGuard(admin, keys, { open: admin.public_metrics }) })
+    .add('GET', '/status', statusJsonHandler(deps), { guard: adminGuard(admin, keys) })
+    // the page a browser opens: a missing key gets the browser's login prompt
+    .add('GET', '/', statusHtmlHandler(deps), { guard: adminGuard(admin, keys, { browser: true }) });
+  return { routes, guard };
 }
 
 export interface ErrorAnswer {

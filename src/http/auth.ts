@@ -3,42 +3,40 @@
  * with `timingSafeEqual`, so neither the key nor its prefix can be learned from timing.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { MiddlewareHandler } from 'hono';
 import type { KeyConfig } from '../config/schema.ts';
 import { GatewayError, unauthorized } from '../errors/gateway-error.ts';
-import type { Exchange } from './exchange.ts';
-import type { AppEnv } from './types.ts';
+import type { Guard } from './route-table.ts';
 
 const digest = (s: string): Buffer => createHash('sha256').update(s, 'utf8').digest();
 
 /**
  * The operator surface (/metrics, /status, /). With an admin key configured it must be presented;
  * without one it is open only when the gateway has no client keys either (a local, keyless setup),
- * so turning on client auth never leaves the operator pages open by accident.
+ * so turning on client auth never leaves the operator pages open by accident. Undefined: open.
  */
-export function adminMiddleware(
+export function adminGuard(
   admin: { key?: string | undefined } | undefined,
   clientKeys: readonly KeyConfig[] | undefined,
   opts: { open?: boolean; browser?: boolean } = {},
-): MiddlewareHandler<AppEnv> {
+): Guard | undefined {
+  if (opts.open) return undefined;
   const want = admin?.key ? digest(admin.key) : undefined;
-  return async (c, next) => {
-    if (opts.open) return next();
-    if (!want) {
-      if (clientKeys) {
-        throw new GatewayError('admin_disabled');
-      }
-      return next();
-    }
-    const presented = adminCredential(c.req.header('authorization'));
+  if (!want) {
+    if (!clientKeys) return undefined;
+    return () => {
+      throw new GatewayError('admin_disabled');
+    };
+  }
+  return (x) => {
+    const presented = adminCredential(x.header('authorization'));
     if (presented === undefined) {
+      const e = unauthorized('This endpoint needs the admin key: Authorization: Bearer <admin key>.');
       // A browser shows a login prompt for this; the password is the admin key.
-      if (opts.browser) c.header('www-authenticate', 'Basic realm="switchyard admin", charset="UTF-8"');
-      throw unauthorized('This endpoint needs the admin key: Authorization: Bearer <admin key>.');
+      if (opts.browser) e.headers = { ...e.headers, 'www-authenticate': 'Basic realm="switchyard admin", charset="UTF-8"' };
+      throw e;
     }
     const d = digest(presented);
     if (d.length !== want.length || !timingSafeEqual(d, want)) throw unauthorized('Incorrect admin key provided.');
-    await next();
   };
 }
 
@@ -60,7 +58,7 @@ function adminCredential(header: string | undefined): string | undefined {
  * envelope is Anthropic's) also as `x-api-key: <key>`, which wins when both are sent, as Anthropic's
  * SDKs send one or the other. Synchronous: it runs in the API's guard (api.ts).
  */
-export function keyCheck(keys: readonly KeyConfig[] | undefined): ((x: Exchange) => void) | undefined {
+export function keyCheck(keys: readonly KeyConfig[] | undefined): Guard | undefined {
   if (!keys) return undefined;
   const byDigest = new Map<string, { name: string; digest: Buffer }>();
   for (const k of keys) {

@@ -1,9 +1,7 @@
 /**
- * Answers of the API's routes (chat, completions, embeddings, models, …), written straight to Node's
- * ServerResponse with a plain header object, instead of a web Response that @hono/node-server
- * converts back (a Headers object per response, a ReadableStream read chunk by chunk for SSE):
- * that conversion was about a sixth of the gateway's CPU per request in the profiles
- * (docs/architecture.md, "Hot-path deviations").
+ * Answers of every route (chat, completions, embeddings, models, the admin routes, …), written
+ * straight to Node's ServerResponse with a plain header object: no web Response, Headers object or
+ * ReadableStream per answer on the hot path (docs/architecture.md, "Hot-path deviations").
  *
  * Headers a route learns while it works (who served it, cost, limits) collect in the exchange's
  * `out`; the answer carries them with `x-request-id`. */

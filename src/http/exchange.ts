@@ -1,9 +1,8 @@
 /**
  * One request's state from its arrival to its last byte: the Node request and response, the id,
  * the log record, the headers its answer collects, the client's abort, the route's params and
- * error envelope. The listener (http/listener.ts) opens it for every `/v1/*` request and the API's
- * handlers see only this; the admin routes on Hono (http/app.ts) find it as `c.get('x')`, opened by
- * the access log middleware.
+ * error envelope. The listener (http/listener.ts) opens it for every request; route handlers see
+ * only this.
  */
 import { randomHex } from '../lib/random-id.ts';
 import type { IncomingMessage, ServerResponse } from 'node:http';

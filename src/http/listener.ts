@@ -1,18 +1,14 @@
 /**
- * A configuration generation's request listener: the one way into the API. Every request's target
- * is normalised once (path.ts); every `/v1/*` request is served here, without Hono, through the
- * API's route table, guard and error answer (api.ts), whatever route it names or fails to name:
- * 404 `unknown_url` and 405 `method_not_allowed` (with `allow`) included, each in its route's
- * envelope. Only the admin and HTML routes (/health, /ready, /metrics, /status, /) and the 404 of
- * any other path go to the Hono app (app.ts).
+ * A configuration generation's request listener: the one way in. Every request's target is
+ * normalised once (path.ts) and served through the route table of both planes, their guards and
+ * the error answer (api.ts), whatever route it names or fails to name: 404 `unknown_url` and 405
+ * `method_not_allowed` (with `allow`) included, each in its route's envelope. A `/v1/*` request is
+ * traced; a path outside `/v1` that names no route gets its 404 without a guard.
  *
- * Hot path: a path without params costs one scan (normalisePath) and two Map lookups; Hono's
- * adapter, router, Context and middleware chain are not on it (docs/architecture.md).
+ * Hot path: a path without params costs one scan (normalisePath) and two Map lookups.
  */
-import type { IncomingMessage, RequestListener } from 'node:http';
-import { getRequestListener } from '@hono/node-server';
+import type { RequestListener } from 'node:http';
 import { methodNotAllowed, routeNotFound } from '../errors/gateway-error.ts';
-import { createApp } from './app.ts';
 import type { GenerationDeps } from './deps.ts';
 import { openExchange, trackInFlight } from './access-log.ts';
 import { createApi, sendError, type Api } from './api.ts';
@@ -20,7 +16,6 @@ import { settleUnreadBody } from './body.ts';
 import type { Exchange } from './exchange.ts';
 import { normalisePath } from './path.ts';
 import type { Match } from './route-table.ts';
-import type { AppEnv } from './types.ts';
 
 /** The API plane: `/v1` and everything under it. */
 function isApiPath(path: string): boolean {
@@ -29,26 +24,14 @@ function isApiPath(path: string): boolean {
 
 export function createListener(deps: GenerationDeps): RequestListener {
   const api = createApi(deps);
-  const app = createApp(deps);
-  // The host only names requests that come without a Host header (HTTP/1.0) in the URL Hono sees.
-  // A body no route read is left to settleUnreadBody (body.ts): node-server's own clean-up would
-  // close the connection under a client still sending it.
-  const viaHono = getRequestListener((req, env) => app.fetch(req, env as AppEnv['Bindings']), { hostname: deps.config.server.host, autoCleanupIncoming: false });
   const { routes } = api;
   return (incoming, outgoing) => {
-    const target = incoming.url ?? '';
-    const path = normalisePath(target);
-    const found = routes.find(path);
-    if (found === undefined && !isApiPath(path)) {
-      respell(incoming, target, path);
-      void viaHono(incoming, outgoing);
-      return;
-    }
-    serve(deps, api, openExchange(deps, incoming, outgoing), path, found);
+    const path = normalisePath(incoming.url ?? '');
+    serve(deps, api, openExchange(deps, incoming, outgoing), path, routes.find(path));
   };
 }
 
-/** One `/v1/*` request: route, guard, then the handler or the 404 / 405. */
+/** One request: route, guard, then the handler or the 404 / 405. */
 function serve(deps: GenerationDeps, api: Api, x: Exchange, path: string, found: Match | undefined): void {
   const method = x.incoming.method ?? 'GET';
   const route = found?.at.route(method);
@@ -60,9 +43,12 @@ function serve(deps: GenerationDeps, api: Api, x: Exchange, path: string, found:
   } else {
     x.envelope = found !== undefined ? found.at.envelope : api.routes.envelopeOf(path);
   }
-  if (deps.tracing !== undefined) x.trace = deps.tracing.startRequest(x.requestId, method, path, x.log.route, x.incoming.headers);
+  const apiPlane = isApiPath(path);
+  if (deps.tracing !== undefined && apiPlane) x.trace = deps.tracing.startRequest(x.requestId, method, path, x.log.route, x.incoming.headers);
+  // a path with routes is guarded as they are; an unknown one under /v1 as the API is
+  const guard = found !== undefined ? found.at.guard : apiPlane ? api.guard : undefined;
   try {
-    api.guard(x);
+    guard?.(x);
     if (route === undefined) {
       if (found === undefined) throw routeNotFound(method, path);
       const e = methodNotAllowed(method, path);
@@ -73,19 +59,11 @@ function serve(deps: GenerationDeps, api: Api, x: Exchange, path: string, found:
     sendError(deps, x, err);
     return;
   }
-  trackInFlight(deps, x);
+  if (route.plane === 'api') trackInFlight(deps, x);
   if (!route.readsBody) {
     // a body nobody reads (a GET that came with one): dropped as it comes, or the connection closes after the answer
     settleUnreadBody(x);
     if (x.closeAfter) x.out.connection = 'close';
   }
   route.handler(x).catch((err: unknown) => sendError(deps, x, err));
-}
-
-/** Hono routes by the URL it builds from `incoming.url`: give it the normalised spelling too. */
-function respell(incoming: IncomingMessage, target: string, path: string): void {
-  if (path === target || path.charCodeAt(0) !== 47) return;
-  const q = target.indexOf('?');
-  const normal = q < 0 ? path : path + target.slice(q);
-  if (normal !== target) incoming.url = normal;
 }

@@ -1,4 +1,3 @@
-import type { Context } from 'hono';
 import { invalidRequest } from '../errors/gateway-error.ts';
 import { costUsd, formatUsd, type TokenUsage } from '../telemetry/cost.ts';
 import { cacheDirectives } from '../cache/key.ts';
@@ -9,13 +8,6 @@ import { answerHeaders } from './direct.ts';
 import { OPENAI_FRAMING, writeSse, type SseFraming } from './sse.ts';
 import type { Routed } from '../router/router.ts';
 import type { Exchange } from './exchange.ts';
-import type { AppEnv } from './types.ts';
-
-/** JSON response with the headers already set on the context. */
-export function json(c: Context<AppEnv>, status: number, body: unknown): Response {
-  c.header('content-type', 'application/json');
-  return c.body(JSON.stringify(body), status as 200);
-}
 
 /** Who served the request (and the key's limits, the cache outcome), for the answer's headers (direct.ts) and the request log. */
 export function markRouted<T>(x: Exchange, r: Routed<T> | Answer<T>): void {

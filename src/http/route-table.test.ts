@@ -1,7 +1,7 @@
-/** RouteTable: exact paths, params, methods, `allow`, and each route's error envelope. */
+/** RouteTable: exact paths, params, methods, `allow`, each route's error envelope, plane and guard. */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { RouteTable, type ApiHandler } from './route-table.ts';
+import { RouteTable, type ApiHandler, type Guard } from './route-table.ts';
 
 const h = (): ApiHandler => async () => {};
 
@@ -78,6 +78,28 @@ describe('RouteTable', () => {
     assert.equal(t.find('/v1/chat/completions')?.at.route('POST')?.readsBody, true);
     assert.equal(t.find('/v1/models')?.at.route('GET')?.readsBody, false);
     assert.equal(t.find('/v1/responses/x')?.at.route('DELETE')?.readsBody, false);
+  });
+
+  test('planes and guards: the defaults in force when a route is added, a route\'s own, one per path', () => {
+    const client: Guard = () => {};
+    const admin: Guard = () => {};
+    const t = new RouteTable()
+      .defaults({ plane: 'api', guard: client })
+      .add('POST', '/v1/chat/completions', h())
+      .add('GET', '/v1/models', h())
+      .defaults({ plane: 'admin', guard: undefined })
+      .add('GET', '/health', h())
+      .add('GET', '/status', h(), { guard: admin });
+    const chat = t.find('/v1/chat/completions')?.at;
+    assert.equal(chat?.route('POST')?.plane, 'api');
+    assert.equal(chat?.guard, client);
+    assert.equal(t.find('/health')?.at.route('GET')?.plane, 'admin');
+    assert.equal(t.find('/health')?.at.guard, undefined);
+    assert.equal(t.find('/status')?.at.guard, admin);
+    assert.equal(t.find('/status')?.at.plane, 'admin');
+    assert.equal(new RouteTable().add('GET', '/x', h()).find('/x')?.at.plane, 'api', 'the API plane, open, without defaults');
+    assert.throws(() => t.add('POST', '/status', h()), /same plane and guard/);
+    assert.throws(() => t.add('POST', '/v1/models', h(), { plane: 'admin' }), /same plane and guard/);
   });
 
   test('a route registered twice, or a pattern that is not a normalised path, is refused', () => {

@@ -1,6 +1,7 @@
 /**
- * The API's route table: method + path pattern → handler on an `Exchange`, and the error envelope
- * of each route. Paths are looked up after normalisePath (path.ts).
+ * The route table of both planes: method + path pattern → handler on an `Exchange`, with each
+ * route's plane (the API, or the operator's admin routes), guard and error envelope. Paths are
+ * looked up after normalisePath (path.ts).
  *
  * Patterns: literal segments, `{name}` (one segment) and, last only, `{name+}` (one or more
  * segments, slashes kept: model ids like `org/model`). Params are percent-decoded once, when bound
@@ -16,12 +17,33 @@ export type Method = 'GET' | 'POST' | 'DELETE';
 /** A route that writes its answer itself (direct.ts, sse.ts); it throws what should become an error answer. */
 export type ApiHandler = (x: Exchange) => Promise<void>;
 
+/**
+ * Who may call a route: throws the refusal (401, 403, 503), returns when the request may go on.
+ * Synchronous: it runs before the handler, on the request's first tick.
+ */
+export type Guard = (x: Exchange) => void;
+
+/**
+ * `api`: the clients' routes (`/v1/*`): counted in flight, traced, behind the overload gate.
+ * `admin`: the operator's (health, metrics, status and the admin API), each with its own guard.
+ */
+export type Plane = 'api' | 'admin';
+
+export interface RouteOptions {
+  envelope?: Envelope;
+  plane?: Plane;
+  /** undefined: open to anyone */
+  guard?: Guard | undefined;
+}
+
 export interface Route {
   readonly method: Method;
   /** as registered; the request's log line and metrics name the route by it */
   readonly pattern: string;
   readonly handler: ApiHandler;
   readonly envelope: Envelope;
+  readonly plane: Plane;
+  readonly guard: Guard | undefined;
   /** POST routes read a request body; for the others an unread body is settled before the handler runs */
   readonly readsBody: boolean;
 }
@@ -33,6 +55,9 @@ export class RoutesAt {
   allow = '';
   /** the envelope of a 405 here (that of its routes) */
   envelope: Envelope = 'openai';
+  /** the plane of this path's routes, and the guard a 405 here passes first (that of its routes) */
+  plane: Plane = 'api';
+  guard: Guard | undefined = undefined;
   /** this path's match when it has no params (shared: nothing may change it) */
   readonly exact: Match = { at: this, params: Object.freeze({}) };
 
@@ -43,6 +68,8 @@ export class RoutesAt {
     this.byMethod.set(route.method, route);
     this.allow = [...this.byMethod.keys()].join(', ');
     this.envelope = route.envelope;
+    this.plane = route.plane;
+    this.guard = route.guard;
   }
 
   /** The route for `method`; HEAD is served by the GET route (Node sends no body with it). */
@@ -81,6 +108,13 @@ export class RouteTable {
   private readonly exact = new Map<string, RoutesAt>();
   private readonly patterns: Pattern[] = [];
   private readonly areas: Array<{ prefix: string; envelope: Envelope }> = [];
+  private defaultOptions: RouteOptions = {};
+
+  /** The plane and guard of the routes added after this call (until the next call). */
+  defaults(opts: RouteOptions): this {
+    this.defaultOptions = opts;
+    return this;
+  }
 
   /**
    * Paths at or under `prefix` answer errors in `envelope`: routes registered there without an
@@ -100,10 +134,21 @@ export class RouteTable {
     return 'openai';
   }
 
-  add(method: Method, pattern: string, handler: ApiHandler, opts: { envelope?: Envelope } = {}): this {
+  add(method: Method, pattern: string, handler: ApiHandler, options: RouteOptions = {}): this {
     if (!pattern.startsWith('/') || (pattern.length > 1 && pattern.endsWith('/'))) throw new Error(`route pattern ${pattern}: a normalised path is expected`);
-    const route: Route = { method, pattern, handler, envelope: opts.envelope ?? this.envelopeOf(pattern), readsBody: method === 'POST' };
-    this.routesAt(pattern).add(route);
+    const opts = { ...this.defaultOptions, ...options };
+    const route: Route = {
+      method,
+      pattern,
+      handler,
+      envelope: opts.envelope ?? this.envelopeOf(pattern),
+      plane: opts.plane ?? 'api',
+      guard: opts.guard,
+      readsBody: method === 'POST',
+    };
+    const at = this.routesAt(pattern);
+    if (at.allow !== '' && (at.plane !== route.plane || at.guard !== route.guard)) throw new Error(`route ${method} ${pattern}: every route of one path has the same plane and guard`);
+    at.add(route);
     return this;
   }
 

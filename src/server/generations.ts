@@ -1,6 +1,6 @@
 /**
  * The running gateway as a sequence of configuration generations. Each generation is a complete
- * GenerationDeps + request listener (Hono app included) built from one validated config; the HTTP server hands every new request to the
+ * GenerationDeps + request listener built from one validated config; the HTTP server hands every new request to the
  * current generation, and a request keeps the generation it started on to its last byte (its
  * handlers close over that generation's deps), so in-flight requests and streams finish on the
  * config they started with.

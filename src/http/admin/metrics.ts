@@ -1,13 +1,12 @@
-import type { Context } from 'hono';
 import type { GenerationDeps } from '../deps.ts';
-import type { AppEnv } from '../types.ts';
+import { sendBody } from '../direct.ts';
+import type { ApiHandler } from '../route-table.ts';
 
 /** GET /metrics: Prometheus text exposition of the gateway's own registry. */
-export function metricsHandler(deps: GenerationDeps) {
-  return async (c: Context<AppEnv>): Promise<Response> => {
+export function metricsHandler(deps: GenerationDeps): ApiHandler {
+  return async (x) => {
     const { contentType, body } = await deps.metrics.render();
-    c.header('content-type', contentType);
-    c.header('cache-control', 'no-store');
-    return c.body(body, 200);
+    x.out['cache-control'] = 'no-store';
+    sendBody(x, 200, contentType, body, deps.config.server.send_timeout_ms);
   };
 }

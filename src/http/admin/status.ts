@@ -12,11 +12,11 @@
  * and `ttft_ms` were the latency policy's penalised averages: they are `latency_score_ms` and
  * `ttft_score_ms` now, and measured percentiles are in `latency` and `ttft`.
  */
-import type { Context } from 'hono';
 import type { GenerationDeps } from '../deps.ts';
+import { sendBody } from '../direct.ts';
+import type { ApiHandler } from '../route-table.ts';
 import type { LastError, Percentiles } from '../../router/stats.ts';
 import type { CacheSection, KeysSection, KeyStatus, KeyUsage } from './status-extras.ts';
-import type { AppEnv } from '../types.ts';
 
 interface TargetStatus {
   backend: string;
@@ -111,11 +111,11 @@ export async function statusReport(deps: GenerationDeps): Promise<StatusReport> 
   };
 }
 
-export function statusJsonHandler(deps: GenerationDeps) {
-  return async (c: Context<AppEnv>): Promise<Response> => {
-    c.header('content-type', 'application/json');
-    c.header('cache-control', 'no-store');
-    return c.body(JSON.stringify(await statusReport(deps)), 200);
+export function statusJsonHandler(deps: GenerationDeps): ApiHandler {
+  return async (x) => {
+    const body = JSON.stringify(await statusReport(deps));
+    x.out['cache-control'] = 'no-store';
+    sendBody(x, 200, 'application/json', body, deps.config.server.send_timeout_ms);
   };
 }
 
@@ -302,10 +302,10 @@ ${extrasHtml(r.extras)}
 `;
 }
 
-export function statusHtmlHandler(deps: GenerationDeps) {
-  return async (c: Context<AppEnv>): Promise<Response> => {
-    c.header('content-type', 'text/html; charset=utf-8');
-    c.header('cache-control', 'no-store');
-    return c.body(renderStatusHtml(await statusReport(deps)), 200);
+export function statusHtmlHandler(deps: GenerationDeps): ApiHandler {
+  return async (x) => {
+    const body = renderStatusHtml(await statusReport(deps));
+    x.out['cache-control'] = 'no-store';
+    sendBody(x, 200, 'text/html; charset=utf-8', body, deps.config.server.send_timeout_ms);
   };
 }
