@@ -6,7 +6,7 @@
 import { after, afterEach, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { OpenAICompatibleBackend } from '../src/backends/upstream/openai-compatible.ts';
+import { OpenAIBackend } from '../src/backends/openai/backend.ts';
 import type { CallContext, JsonObject, NativeCall } from '../src/backends/contract.ts';
 import { openaiBackendSchema } from '../src/config/schema.ts';
 import { GatewayError } from '../src/errors/gateway-error.ts';
@@ -16,8 +16,8 @@ import { startJsonUpstream, type JsonUpstream } from './support/json-upstream.ts
 
 const KEY = 'sk-native-responses-key';
 
-function backend(baseUrl: string, flag: { responses?: boolean } = { responses: true }): OpenAICompatibleBackend {
-  return new OpenAICompatibleBackend('native', openaiBackendSchema.parse({ type: 'openai', base_url: baseUrl, api_key: KEY, ...flag }));
+function backend(baseUrl: string, flag: { responses?: boolean } = { responses: true }): OpenAIBackend {
+  return new OpenAIBackend('native', openaiBackendSchema.parse({ type: 'openai', base_url: baseUrl, api_key: KEY, ...flag }));
 }
 
 function ctx(signal: AbortSignal = new AbortController().signal): CallContext {
@@ -25,7 +25,7 @@ function ctx(signal: AbortSignal = new AbortController().signal): CallContext {
 }
 
 /** The methods of a backend built with the flag (they exist). */
-function native(b: OpenAICompatibleBackend): { json: (c: NativeCall, x: CallContext) => Promise<JsonObject>; stream: (c: NativeCall, x: CallContext) => Promise<AsyncIterable<EventPart>> } {
+function native(b: OpenAIBackend): { json: (c: NativeCall, x: CallContext) => Promise<JsonObject>; stream: (c: NativeCall, x: CallContext) => Promise<AsyncIterable<EventPart>> } {
   const { responses, responsesStream } = b;
   assert.ok(responses && responsesStream);
   return { json: responses, stream: responsesStream };
@@ -84,7 +84,7 @@ const TYPES_WITH_REASONING = [
 
 describe('openai backend, native Responses API', () => {
   let up: FakeResponsesUpstream;
-  let b: OpenAICompatibleBackend;
+  let b: OpenAIBackend;
 
   before(async () => {
     up = await startFakeResponses({ apiKey: KEY });

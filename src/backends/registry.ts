@@ -14,7 +14,7 @@ import type { BaseLLM } from './contract.ts';
 import { FakeBackend } from './fake/backend.ts';
 import { LlamaCppBackend } from './llamacpp/backend.ts';
 import { OnnxBackend } from './onnx/backend.ts';
-import { OpenAICompatibleBackend } from './upstream/openai-compatible.ts';
+import { OpenAIBackend } from './openai/backend.ts';
 
 export interface BackendEntry {
   llm: BaseLLM;
@@ -30,7 +30,7 @@ export interface BackendEntry {
 export function createBackend(name: string, cfg: BackendConfig, logger?: Logger): BaseLLM {
   switch (cfg.type) {
     case 'openai':
-      return new OpenAICompatibleBackend(name, cfg);
+      return new OpenAIBackend(name, cfg);
     case 'anthropic':
       return new AnthropicBackend(name, cfg, logger);
     case 'fake':
