@@ -16,7 +16,7 @@ import { runWorker } from './server/cluster-worker.ts';
 import { readConfigForReload } from './server/config-reload.ts';
 import { Generations } from './server/generations.ts';
 import { watchConfigFile } from './config/watch.ts';
-import type { StateStore } from './state/store.ts';
+import type { StateStore } from './state/store/contract.ts';
 import { createLogger, type Logger } from './telemetry/logger.ts';
 
 /** The package version (package.json sits beside src/ and dist/). */

@@ -25,7 +25,7 @@ import { Redis } from 'ioredis';
 import { startFakeOpenAI, type FakeUpstream } from './support/fake-openai-upstream.ts';
 import { startGatewayProcess, stopGatewayProcess as stop, type GatewayProcess } from './support/gateway-process.ts';
 import { startGatewayPair, startRedisPair, stopGatewayPair, type RedisPair } from './support/redis-pair.ts';
-import { flightKeys } from '../src/state/redis-flights.ts';
+import { flightKeys } from '../src/state/flights/redis-flights.ts';
 import { redisSkip, until, type RedisServer } from './support/redis-server.ts';
 
 interface Reply {

@@ -13,7 +13,7 @@ import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { GatewayError } from '../src/errors/gateway-error.ts';
 import { inputItemsOf, nextHistory, ResponsesStore, type StoredResponse } from '../src/gateway/responses-store.ts';
-import { RedisStore } from '../src/state/redis.ts';
+import { RedisStore } from '../src/state/store/redis.ts';
 import { createLogger } from '../src/telemetry/logger.ts';
 import { freePort } from './support/net.ts';
 import { RedisServer, redisSkip, until } from './support/redis-server.ts';

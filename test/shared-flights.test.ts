@@ -15,12 +15,12 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { GatewayError } from '../src/errors/gateway-error.ts';
-import { FlightTable } from '../src/state/flight-table.ts';
-import { LeaderNotices } from '../src/state/flight-notices.ts';
-import { ipcFlightDriver, serveStateOp } from '../src/state/ipc.ts';
-import { MemoryStore } from '../src/state/memory.ts';
-import { flightKeys, RedisFlights } from '../src/state/redis-flights.ts';
-import { SharedFlights, type Claim, type FlightDriver, type FlightSink, type Lookup } from '../src/state/shared-flights.ts';
+import { FlightTable } from '../src/state/flights/flight-table.ts';
+import { LeaderNotices } from '../src/state/flights/flight-notices.ts';
+import { ipcFlightDriver, serveStateOp } from '../src/state/store/ipc.ts';
+import { MemoryStore } from '../src/state/store/memory.ts';
+import { flightKeys, RedisFlights } from '../src/state/flights/redis-flights.ts';
+import { SharedFlights, type Claim, type FlightDriver, type FlightSink, type Lookup } from '../src/state/flights/shared-flights.ts';
 import { RedisServer, redisSkip, until } from './support/redis-server.ts';
 
 const TTL = 400;

@@ -11,12 +11,12 @@
  * chunks' texts; every subscriber replays the log from the start and then follows it live, so a
  * late joiner gets the chunks so far, then the rest. The same log becomes the cache entry.
  *
- * When the store is shared by several processes (state/shared-flights.ts), a flight is also
+ * When the store is shared by several processes (state/flights/shared-flights.ts), a flight is also
  * claimed in the store and its outcome published there, for followers in other processes; while
  * any of them is attached it holds a place, so the leader's call goes on without local clients.
  */
 import type { AbortLike } from '../lib/abort.ts';
-import type { FlightLead, SharedFlights } from '../state/shared-flights.ts';
+import type { FlightLead, SharedFlights } from '../state/flights/shared-flights.ts';
 import { detached } from '../protocol/chat/event-text.ts';
 import { ChunkPart, EventPart, PlainHead, type StreamPart } from '../protocol/stream-part.ts';
 

@@ -5,7 +5,7 @@
  */
 import type { CacheConfig } from '../config/schema.ts';
 import { RawEmbeddingResponse } from '../protocol/embeddings/schema.ts';
-import type { StateStore } from '../state/store.ts';
+import type { StateStore } from '../state/store/contract.ts';
 
 export interface EntryMeta {
   /** epoch ms when stored */

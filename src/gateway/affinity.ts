@@ -20,7 +20,7 @@ import type { Config } from '../config/schema.ts';
 import { GatewayError } from '../errors/gateway-error.ts';
 import type { Operation, ResolvedTarget, Routed, Router } from '../router/router.ts';
 import { blamesTarget } from '../router/retry.ts';
-import type { StateStore } from '../state/store.ts';
+import type { StateStore } from '../state/store/contract.ts';
 
 /** What names a session besides the body (request headers, read by http/respond.ts). */
 export interface SessionHeaders {

@@ -19,7 +19,7 @@ import type { Operation, RouteRequest, RouteTrace, Router, StreamHooks } from '.
 import { GatewayError, modelNotFound } from '../errors/gateway-error.ts';
 import { countPrompt } from '../limits/estimate.ts';
 import { encodingFor } from '../limits/tokens.ts';
-import type { StateStore } from '../state/store.ts';
+import type { StateStore } from '../state/store/contract.ts';
 import { Affinity, type Preferred } from './affinity.ts';
 
 export type { Answer, Served, StreamResult } from './pipeline.ts';

@@ -7,7 +7,7 @@
 import type { AbortLike } from '../lib/abort.ts';
 import type { Admission } from '../limits/limiter.ts';
 import type { Routed } from '../router/router.ts';
-import type { FlightLead } from '../state/shared-flights.ts';
+import type { FlightLead } from '../state/flights/shared-flights.ts';
 import type { Chunk, PipelineServices, Usage } from './types.ts';
 import { DONE, pollable, withEnd, type Pollable } from '../lib/pollable.ts';
 import { ChunkPart, type EventPart, type StreamPart } from '../protocol/stream-part.ts';

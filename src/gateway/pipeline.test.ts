@@ -23,12 +23,12 @@ import { HealthState } from '../router/health-state.ts';
 import { Router, type StreamHooks } from '../router/router.ts';
 import type { Clock } from '../router/types.ts';
 import { createServices, type BuiltServices } from '../server/services.ts';
-import { FlightTable } from '../state/flight-table.ts';
-import { LeaderNotices } from '../state/flight-notices.ts';
-import { IpcStore, serveStateOp, type StateOp } from '../state/ipc.ts';
-import { MemoryStore } from '../state/memory.ts';
-import type { StateStore } from '../state/store.ts';
-import { SharedFlights } from '../state/shared-flights.ts';
+import { FlightTable } from '../state/flights/flight-table.ts';
+import { LeaderNotices } from '../state/flights/flight-notices.ts';
+import { IpcStore, serveStateOp, type StateOp } from '../state/store/ipc.ts';
+import { MemoryStore } from '../state/store/memory.ts';
+import type { StateStore } from '../state/store/contract.ts';
+import { SharedFlights } from '../state/flights/shared-flights.ts';
 import { createLogger } from '../telemetry/logger.ts';
 import { Pipeline, type Job } from './pipeline.ts';
 

@@ -5,7 +5,7 @@
  *
  * Coalescing joins a flight of this process first; when the store is shared by several processes
  * (workers, replicas on Redis) it then claims the key in the store, following another process's
- * flight (as a local follower would) or leading one that it publishes (state/shared-flights.ts).
+ * flight (as a local follower would) or leading one that it publishes (state/flights/shared-flights.ts).
  * The claim is made with the cache lookup, in one store operation, when no local flight has the key.
  *
  * A cache hit costs nothing against tokens and budget (it still counts as a request against rpm).
@@ -28,7 +28,7 @@ import type { ResolvedTarget, Routed, Router } from '../router/router.ts';
 import { ended, eventUsage, pump, replay, replayEvents, shapeUsage, type StreamKind } from './pipeline-streams.ts';
 import { free, streamAnswer, withHeaders, withServed } from './answers.ts';
 import type { ChunkPart, EventPart, StreamPart } from '../protocol/stream-part.ts';
-import type { Claim, Lookup } from '../state/shared-flights.ts';
+import type { Claim, Lookup } from '../state/flights/shared-flights.ts';
 
 export type { Answer, CacheControl, CacheStatus, Chunk, Job, JobInfo, Served, PipelineServices, StreamResult, Usage } from './types.ts';
 import type { Answer, CacheStatus, Chunk, Job, Served, PipelineServices, StreamResult, Usage } from './types.ts';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { MemoryStore } from '../state/memory.ts';
+import { MemoryStore } from '../state/store/memory.ts';
 import { inputItemsOf, listInputItems, MAX_INDEXED_ITEMS, nextHistory, ResponsesStore, type StoredResponse } from './responses-store.ts';
 
 const DAY = 86_400;

@@ -32,7 +32,7 @@
  * stored. Lookups are issued together (concurrent commands: one round trip on Redis).
  */
 import { randomHex } from '../lib/random-id.ts';
-import type { StateStore } from '../state/store.ts';
+import type { StateStore } from '../state/store/contract.ts';
 
 export interface StoredResponse {
   /** the Response object as served (status, output, usage…) */

@@ -2,7 +2,7 @@ import type { BackendRegistry } from '../backends/registry.ts';
 import type { Config } from '../config/schema.ts';
 import type { Operations } from '../gateway/operations.ts';
 import type { ResponsesStore } from '../gateway/responses-store.ts';
-import type { StateStore } from '../state/store.ts';
+import type { StateStore } from '../state/store/contract.ts';
 import type { HealthState } from '../router/health-state.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { LabelBounds, Metrics } from '../telemetry/metrics.ts';

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { GatewayError } from '../errors/gateway-error.ts';
-import { MemoryStore } from '../state/memory.ts';
+import { MemoryStore } from '../state/store/memory.ts';
 import { budgetPeriod, formatDuration, Limiter, type Principal } from './limiter.ts';
 import type { LimitsConfig } from '../config/schema.ts';
 

@@ -6,7 +6,7 @@
  */
 import type { LimitsConfig } from '../config/schema.ts';
 import { GatewayError } from '../errors/gateway-error.ts';
-import { LEASE_TTL_MS, type AdmitResult, type Allowance, type LimitName, type StateStore, type Ticket } from '../state/store.ts';
+import { LEASE_TTL_MS, type AdmitResult, type Allowance, type LimitName, type StateStore, type Ticket } from '../state/store/contract.ts';
 
 export interface Principal {
   /** the key's name */

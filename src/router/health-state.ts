@@ -5,8 +5,8 @@
  * breakers and latency scores are the ones every replica shares through the store
  * (shared-health.ts).
  */
-import type { HealthSettings } from '../state/shared-health.ts';
-import type { StateStore } from '../state/store.ts';
+import type { HealthSettings } from '../state/health/shared-health.ts';
+import type { StateStore } from '../state/store/contract.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { CircuitBreaker, type BreakerConfig, type BreakerState } from './circuit-breaker.ts';
 import { PROBE_LEASE_MS, SharedCircuitBreaker, SharedHealthLink, SharedTargetStats } from './shared-health.ts';

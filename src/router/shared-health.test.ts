@@ -4,8 +4,8 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { MemoryStore } from '../state/memory.ts';
-import type { StateStore } from '../state/store.ts';
+import { MemoryStore } from '../state/store/memory.ts';
+import type { StateStore } from '../state/store/contract.ts';
 import type { BreakerConfig } from './circuit-breaker.ts';
 import { HealthState } from './health-state.ts';
 import { QUIET_SEND_MS } from './shared-health.ts';

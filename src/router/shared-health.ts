@@ -1,6 +1,6 @@
 /**
  * The replica's side of shared target health (routing.shared_health; rules in
- * state/shared-health.ts). The request path stays synchronous: breakers decide from a local
+ * state/health/shared-health.ts). The request path stays synchronous: breakers decide from a local
  * mirror of the shared state, and outcomes are queued and sent to the store in the background: a
  * failure or a probe event right after the tick it happens in, successes and latency samples at
  * most QUIET_SEND_MS later (or with the first failure before that); while an earlier send is
@@ -20,7 +20,7 @@
  * own outcomes (they are always recorded locally too), logged once; nothing fails because of it.
  */
 import { randomUUID } from 'node:crypto';
-import type { HealthChannel, HealthEvent, HealthSettings, HealthView } from '../state/shared-health.ts';
+import type { HealthChannel, HealthEvent, HealthSettings, HealthView } from '../state/health/shared-health.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { CircuitBreaker, type BreakerConfig, type BreakerSnapshot, type BreakerState, type Outcome } from './circuit-breaker.ts';
 import { TargetStats, type FailureInfo, type LatencyEstimate } from './stats.ts';

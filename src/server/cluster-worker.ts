@@ -1,15 +1,15 @@
 /**
  * A cluster worker (server.workers > 1): serves requests exactly as the single process does, with
  * the configuration the primary validated and sends it, the memory store held by the primary
- * (state/ipc.ts), and /metrics summed over every worker by the primary (cluster-metrics.ts). It
+ * (state/store/ipc.ts), and /metrics summed over every worker by the primary (cluster-metrics.ts). It
  * drains on SIGTERM/SIGINT as the single process does and exits 0; SIGHUP is the primary's (it
  * sends the new configuration). A worker whose primary is gone exits (node:cluster's own rule).
  */
 import type { LoadedConfig } from '../config/load.ts';
 import type { Config } from '../config/schema.ts';
-import { IpcStore, type StateOp } from '../state/ipc.ts';
-import type { StateStore } from '../state/store.ts';
-import { LeaderNotices } from '../state/flight-notices.ts';
+import { IpcStore, type StateOp } from '../state/store/ipc.ts';
+import type { StateStore } from '../state/store/contract.ts';
+import { LeaderNotices } from '../state/flights/flight-notices.ts';
 import type { LogFields, Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { localMetrics } from './cluster-metrics.ts';
@@ -76,7 +76,7 @@ export function runWorker(start: WorkerStart, index: number): void {
   );
   process.on('message', (m: unknown) => rpc.receive(m));
   process.on('disconnect', () => rpc.closed('the primary is gone'));
-  // `state.store: memory` in a worker: the primary's store (state/ipc.ts)
+  // `state.store: memory` in a worker: the primary's store (state/store/ipc.ts)
   const sharedMemoryStore = (): StateStore => new IpcStore((o: StateOp) => rpc.call('state', o), notices);
 
   // The first configuration is asked for (a message sent before this module had loaded would be lost):

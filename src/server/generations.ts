@@ -27,7 +27,7 @@ import { HealthState } from '../router/health-state.ts';
 import { ModelRoutes } from '../router/model-routes.ts';
 import { Router, systemClock } from '../router/router.ts';
 import { createServices, createStore, storeIdentity, type BuiltServices } from './services.ts';
-import type { LimitName, StateStore } from '../state/store.ts';
+import type { LimitName, StateStore } from '../state/store/contract.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { LabelBounds, Metrics } from '../telemetry/metrics.ts';
 import { routerMetrics } from './router-metrics.ts';

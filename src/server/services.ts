@@ -9,9 +9,9 @@ import { Limiter } from '../limits/limiter.ts';
 import { encodingFor, TokenCounter, type Encoding } from '../limits/tokens.ts';
 import type { PipelineServices } from '../gateway/pipeline.ts';
 import { ResponsesStore } from '../gateway/responses-store.ts';
-import { MemoryStore } from '../state/memory.ts';
-import { RedisStore } from '../state/redis.ts';
-import type { LimitName, StateStore } from '../state/store.ts';
+import { MemoryStore } from '../state/store/memory.ts';
+import { RedisStore } from '../state/store/redis.ts';
+import type { LimitName, StateStore } from '../state/store/contract.ts';
 import type { Logger } from '../telemetry/logger.ts';
 
 export interface BuiltServices extends PipelineServices {
@@ -27,7 +27,7 @@ export interface BuiltServices extends PipelineServices {
 
 /**
  * The store the config names. `memory` is this process's own, or in a cluster worker the store
- * `sharedMemory` makes (the primary's, reached over IPC: state/ipc.ts).
+ * `sharedMemory` makes (the primary's, reached over IPC: state/store/ipc.ts).
  */
 export function createStore(config: Config, logger: Logger, sharedMemory?: () => StateStore): StateStore {
   const st = config.state;

@@ -3,7 +3,7 @@
  * number per key, the theoretical arrival time (TAT). The whole window's allowance is available as
  * a burst and refills continuously at limit/window — there is no window boundary, so no double
  * burst at one. Pure functions of (state, now): the in-memory store calls them directly and
- * `state/redis-scripts.ts` does the same arithmetic in Lua.
+ * `state/store/redis-scripts.ts` does the same arithmetic in Lua.
  */
 
 export interface GcraResult {

@@ -6,7 +6,7 @@
  */
 import type { Config } from '../../config/schema.ts';
 import { budgetPeriod } from '../../limits/limiter.ts';
-import type { StateStore, StoreStatus } from '../../state/store.ts';
+import type { StateStore, StoreStatus } from '../../state/store/contract.ts';
 import type { Metrics } from '../../telemetry/metrics.ts';
 
 export interface CacheSection {

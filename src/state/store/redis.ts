@@ -16,13 +16,13 @@
 import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
 import type { Redis } from 'ioredis';
-import { GatewayError } from '../errors/gateway-error.ts';
-import type { Logger } from '../telemetry/logger.ts';
+import { GatewayError } from '../../errors/gateway-error.ts';
+import type { Logger } from '../../telemetry/logger.ts';
 import { MemoryStore } from './memory.ts';
-import { cacheEntryKey, redisFlights } from './redis-flights.ts';
+import { cacheEntryKey, redisFlights } from '../flights/redis-flights.ts';
 import { ADMIT_S, HEALTH_S, REFRESH_S, SETTLE_S, runScript, type Script } from './redis-scripts.ts';
-import type { SharedFlights } from './shared-flights.ts';
-import type { HealthOp, HealthSettings, HealthView, SharedBreakerState } from './shared-health.ts';
+import type { SharedFlights } from '../flights/shared-flights.ts';
+import type { HealthOp, HealthSettings, HealthView, SharedBreakerState } from '../health/shared-health.ts';
 import {
   LEASE_TTL_MS,
   WINDOW_MS,
@@ -32,7 +32,7 @@ import {
   type StateStore,
   type StoreStatus,
   type Ticket,
-} from './store.ts';
+} from './contract.ts';
 
 export interface RedisStoreOptions {
   url: string;

@@ -27,9 +27,9 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
-import { randomHex } from '../lib/random-id.ts';
+import { randomHex } from '../../lib/random-id.ts';
 import { LeaderNotices } from './flight-notices.ts';
-import { runScript, script, type Script } from './redis-scripts.ts';
+import { runScript, script, type Script } from '../store/redis-scripts.ts';
 import { LINGER_MS, READ_WAIT_MS, SharedFlights, WATCH_POLL_MS, type AppendOptions, type FlightDriver, type FlightEntry, type FlightEntryKind, type FlightLookup, type FlightRead } from './shared-flights.ts';
 
 /** The Redis key of a cached entry (the store's cacheGet / cacheSet). */

@@ -1,10 +1,10 @@
 /**
- * The store's side of shared flights (state/shared-flights.ts has the protocol): the log's entries,
+ * The store's side of shared flights (state/flights/shared-flights.ts has the protocol): the log's entries,
  * the driver each store offers (memory table: flight-table.ts; Redis: redis-flights.ts), the
  * timings, and the failure entries.
  */
-import { GatewayError } from '../errors/gateway-error.ts';
-import { ERRORS, type ErrorCode } from '../errors/codes.ts';
+import { GatewayError } from '../../errors/gateway-error.ts';
+import { ERRORS, type ErrorCode } from '../../errors/codes.ts';
 
 export type FlightEntryKind = 'h' | 'p' | 'j' | 'e' | 'x';
 export interface FlightEntry {

@@ -7,8 +7,8 @@
  * Responses, for `previous_response_id` on any replica).
  */
 
-import type { HealthOp, HealthSettings, HealthView } from './shared-health.ts';
-import type { SharedFlights } from './shared-flights.ts';
+import type { HealthOp, HealthSettings, HealthView } from '../health/shared-health.ts';
+import type { SharedFlights } from '../flights/shared-flights.ts';
 
 export type LimitName = 'requests' | 'tokens' | 'concurrency' | 'budget';
 
@@ -97,13 +97,13 @@ export interface StateStore {
   /** Cached entries held now, when the store can tell without a scan (for /status). */
   cacheEntries?(): number;
   /**
-   * Shared per-target health (routing.shared_health; state/shared-health.ts): applies each op's
+   * Shared per-target health (routing.shared_health; state/health/shared-health.ts): applies each op's
    * events and answers the target's state, one view per op. Throws when the shared state cannot be
    * reached (the caller then uses its own breakers).
    */
   health?(ops: HealthOp[], settings: HealthSettings): Promise<HealthView[]>;
   /**
-   * Coalescing across processes (state/shared-flights.ts): only stores shared by several
+   * Coalescing across processes (state/flights/shared-flights.ts): only stores shared by several
    * processes have it (Redis, the primary's memory store in workers); one process's memory store
    * coalesces in the process alone, at no cost.
    */

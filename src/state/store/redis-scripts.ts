@@ -114,7 +114,7 @@ return 1
 `;
 
 /**
- * The shared breaker and latency score of one target (state/shared-health.ts has the rules and the
+ * The shared breaker and latency score of one target (state/health/shared-health.ts has the rules and the
  * TypeScript twin the memory store runs).
  * KEYS: health hash, probe lease. ARGV: failure rate, min requests, window ms, consecutive failures,
  *       open ms, max open ms, alpha, penalty ms, lease ms, key ttl ms, owner, then events as triples

@@ -20,7 +20,7 @@
  * A leader publishes nothing until a follower is attached (almost always none is: most misses
  * are nobody else's). A JSON answer is held back until the release; a stream's leader holds its
  * entries back from its head on and watches for a follower (`watch`: the store tells the leader's
- * process when one attaches, state/flight-notices.ts); at the first it publishes all it held, then
+ * process when one attaches, state/flights/flight-notices.ts); at the first it publishes all it held, then
  * every entry as it comes. The release is conditional (`alone`): when a follower attached since
  * the last watch, the release does nothing and the leader publishes everything, then releases. So
  * a flight nobody follows writes no entry at all; its answer's cache entry goes with the release,
@@ -39,8 +39,8 @@
  * entry and the release are one operation too (with the answer when a follower is attached), and
  * a stream's head goes with the parts read in its turn.
  */
-import { GatewayError } from '../errors/gateway-error.ts';
-import { randomHex } from '../lib/random-id.ts';
+import { GatewayError } from '../../errors/gateway-error.ts';
+import { randomHex } from '../../lib/random-id.ts';
 import { failure, FLIGHT_TTL_MS, LINGER_MS, READ_WAIT_MS, type FlightDriver, type FlightEntry, type FlightLookup } from './flight-driver.ts';
 import { FlightFollow } from './flight-follow.ts';
 

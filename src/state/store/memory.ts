@@ -6,8 +6,8 @@
 import { randomUUID } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { BlobLru } from './blob-lru.ts';
-import { gcra, gcraAdjust } from './gcra.ts';
-import { SharedHealthTable, type HealthOp, type HealthSettings, type HealthView } from './shared-health.ts';
+import { gcra, gcraAdjust } from '../gcra.ts';
+import { SharedHealthTable, type HealthOp, type HealthSettings, type HealthView } from '../health/shared-health.ts';
 import {
   LEASE_TTL_MS,
   WINDOW_MS,
@@ -16,7 +16,7 @@ import {
   type StateStore,
   type StoreStatus,
   type Ticket,
-} from './store.ts';
+} from './contract.ts';
 
 interface KeyState {
   /** TATs of the request and token allowances */

@@ -1,6 +1,6 @@
 /**
  * Shared flights in one process's memory: the cluster primary holds one table for all its
- * workers (they reach it over IPC, state/ipc.ts). Claims and flights' liveness expire by the clock
+ * workers (they reach it over IPC, state/store/ipc.ts). Claims and flights' liveness expire by the clock
  * as Redis keys do; a read waits (long poll) until an entry arrives, the flight ends or `waitMs`
  * passes, and a leader's watch until a follower attaches. A claim may carry a notice to send when
  * a follower attaches instead (over IPC the primary calls the leader's worker, so the leader waits
@@ -78,7 +78,7 @@ export class FlightTable implements FlightDriver {
     return l.followers.size;
   }
 
-  /** Keeps no cache (the primary's store does, ipc.ts): `o.cacheMs` is the caller's to honour. */
+  /** Keeps no cache (the primary's store does, state/store/ipc.ts): `o.cacheMs` is the caller's to honour. */
   async append(key: string, id: string, entries: FlightEntry[], ttlMs: number, o?: AppendOptions): Promise<boolean> {
     const l = this.log(key, id);
     if (o?.alone && l && l.followers.size > 0) return false;

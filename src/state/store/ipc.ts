@@ -6,12 +6,12 @@
  * arrive — the same atomicity the memory store has in one process. The transport (the IPC channel
  * node:cluster opens) is the caller's: `call` sends one operation and resolves with its result.
  */
-import type { LeaderNotices } from './flight-notices.ts';
-import type { FlightTable } from './flight-table.ts';
+import type { LeaderNotices } from '../flights/flight-notices.ts';
+import type { FlightTable } from '../flights/flight-table.ts';
 import type { MemoryStore } from './memory.ts';
-import { SharedFlights, type AppendOptions, type FlightDriver, type FlightEntry, type FlightLookup, type FlightRead } from './shared-flights.ts';
-import type { HealthOp, HealthSettings, HealthView } from './shared-health.ts';
-import type { AdmitRequest, AdmitResult, StateStore, StoreStatus, Ticket } from './store.ts';
+import { SharedFlights, type AppendOptions, type FlightDriver, type FlightEntry, type FlightLookup, type FlightRead } from '../flights/shared-flights.ts';
+import type { HealthOp, HealthSettings, HealthView } from '../health/shared-health.ts';
+import type { AdmitRequest, AdmitResult, StateStore, StoreStatus, Ticket } from './contract.ts';
 
 /** One store operation as it travels to the primary. */
 export type StateOp =
@@ -28,7 +28,7 @@ export type StateOp =
   | { op: 'health'; ops: HealthOp[]; settings: HealthSettings }
   | { op: 'flight'; f: FlightOp };
 
-/** One shared-flight operation (shared-flights.ts), run on the primary's FlightTable. */
+/** One shared-flight operation (state/flights/shared-flights.ts), run on the primary's FlightTable. */
 export type FlightOp =
   | { m: 'claim'; key: string; id: string; ttlMs: number }
   | { m: 'lookup'; key: string; id: string; ttlMs: number }

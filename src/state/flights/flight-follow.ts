@@ -1,8 +1,8 @@
 /**
- * A follower's side of a shared flight (state/shared-flights.ts has the protocol): reads the
+ * A follower's side of a shared flight (state/flights/shared-flights.ts has the protocol): reads the
  * leader's log from its start, then live, while attached.
  */
-import { randomHex } from '../lib/random-id.ts';
+import { randomHex } from '../../lib/random-id.ts';
 import { flightError, LINGER_MS, LOST, READ_WAIT_MS, type FlightDriver, type FlightEntry, type FlightRead } from './flight-driver.ts';
 
 /** Where a follower's stream goes: the parts' texts, then the end or the error. */

@@ -11,14 +11,14 @@
  *           expiring after `lease_ms` unless renewed) to send it; its success closes the breaker,
  *           its failure re-opens it for twice the last period (capped at max_open_ms), a neutral
  *           outcome (client abort, client fault) frees the lease.
- * The latency score is the router's EWMA (stats.ts): successes feed their durations, failures a
+ * The latency score is the router's EWMA (router/stats.ts): successes feed their durations, failures a
  * penalty sample of max(penalty_ms, 2 × the current value).
  *
  * MemoryStore runs this TypeScript version; RedisStore runs the same rules in Lua
- * (redis-scripts.ts HEALTH). Pure: callers pass `now`.
+ * (state/store/redis-scripts.ts HEALTH). Pure: callers pass `now`.
  */
 
-import type { BreakerSettings } from '../config/schema.ts';
+import type { BreakerSettings } from '../../config/schema.ts';
 
 /** The breaker's settings (routing.breaker) and the latency statistics'. */
 export interface HealthSettings extends BreakerSettings {
