@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { BlobLru } from './blob-lru.ts';
-import { gcra, gcraAdjust } from '../gcra.ts';
+import { gcra, gcraAdjust } from '../../limits/gcra.ts';
 import { SharedHealthTable, type HealthOp, type HealthSettings, type HealthView } from '../health/shared-health.ts';
 import {
   LEASE_TTL_MS,

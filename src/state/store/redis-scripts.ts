@@ -1,7 +1,7 @@
 /**
  * Lua scripts of the Redis store. Each runs atomically on the Redis server and takes "now" from the
  * server's own clock (TIME), so replicas with skewed clocks still share one consistent allowance.
- * The arithmetic is the same as state/gcra.ts (which the in-memory store uses).
+ * The arithmetic is the same as limits/gcra.ts (which the in-memory store uses).
  */
 import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
