@@ -11,8 +11,8 @@ import { pathToFileURL } from 'node:url';
 import { ConfigError, configPathFrom, isLoopback, loadConfigFile, type LoadedConfig } from './config/load.ts';
 import type { GenerationDeps } from './http/deps.ts';
 import { answerClientError } from './http/client-error.ts';
-import { runPrimary } from './server/cluster-primary.ts';
-import { runWorker } from './server/cluster-worker.ts';
+import { runPrimary } from './server/cluster/primary.ts';
+import { runWorker } from './server/cluster/worker.ts';
 import { readConfigForReload } from './server/config-reload.ts';
 import { Generations } from './server/generations.ts';
 import { watchConfigFile } from './config/watch.ts';
@@ -46,7 +46,7 @@ export interface ServerOptions {
   logger?: Logger;
   port?: number;
   host?: string;
-  /** a cluster worker's `state.store: memory`: the primary's store, over IPC (server/cluster-worker.ts) */
+  /** a cluster worker's `state.store: memory`: the primary's store, over IPC (server/cluster/worker.ts) */
   sharedMemoryStore?: () => StateStore;
 }
 
@@ -120,7 +120,7 @@ async function main(): Promise<void> {
   for (const w of loaded.warnings) logger.warn(w, { source: loaded.source });
   const workers = loaded.config.server.workers === 'auto' ? availableParallelism() : loaded.config.server.workers;
   if (workers > 1) {
-    // a primary supervising worker processes that share the port (server/cluster-primary.ts)
+    // a primary supervising worker processes that share the port (server/cluster/primary.ts)
     runPrimary({ loaded, logger, workers, describe });
     if (!loaded.config.keys && !isLoopback(loaded.config.server.host)) {
       logger.warn('listening beyond loopback without keys: anyone who can reach this port can use the gateway');

@@ -1,7 +1,7 @@
 /**
  * The cluster primary (server.workers > 1): serves no requests itself. It validates the
  * configuration once and hands it to N workers sharing the listening port (node:cluster), holds
- * the one memory store they share (state/store/ipc.ts), sums their metrics (cluster-metrics.ts), and
+ * the one memory store they share (state/store/ipc.ts), sums their metrics (cluster/metrics.ts), and
  * supervises them:
  *  - a worker that dies is replaced after a back-off (100 ms doubling to 10 s; a worker that served
  *    for 30 s starts again from 100 ms); one that dies before listening 5 times in a row ends the
@@ -14,18 +14,18 @@
  *    have exited 0. A second signal ends them at once (exit 1).
  */
 import cluster, { type Worker } from 'node:cluster';
-import type { LoadedConfig } from '../config/load.ts';
-import { readConfigForReload } from './config-reload.ts';
-import { watchConfigFile } from '../config/watch.ts';
-import { FlightTable } from '../state/flights/flight-table.ts';
-import { serveStateOp, type StateOp } from '../state/store/ipc.ts';
-import { MemoryStore } from '../state/store/memory.ts';
-import type { Logger } from '../telemetry/logger.ts';
-import { aggregateMetrics } from './cluster-metrics.ts';
-import type { WorkerSummary } from './cluster-status.ts';
-import { Rpc } from './cluster-rpc.ts';
-import type { ReloadResult } from './generations.ts';
-import { storeIdentity } from './services.ts';
+import type { LoadedConfig } from '../../config/load.ts';
+import { readConfigForReload } from '../config-reload.ts';
+import { watchConfigFile } from '../../config/watch.ts';
+import { FlightTable } from '../../state/flights/flight-table.ts';
+import { serveStateOp, type StateOp } from '../../state/store/ipc.ts';
+import { MemoryStore } from '../../state/store/memory.ts';
+import type { Logger } from '../../telemetry/logger.ts';
+import { aggregateMetrics } from './metrics.ts';
+import type { WorkerSummary } from './status.ts';
+import { Rpc } from './rpc.ts';
+import type { ReloadResult } from '../generations.ts';
+import { storeIdentity } from '../services.ts';
 
 const BACKOFF_MIN_MS = 100;
 const BACKOFF_MAX_MS = 10_000;

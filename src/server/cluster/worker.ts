@@ -1,21 +1,21 @@
 /**
  * A cluster worker (server.workers > 1): serves requests exactly as the single process does, with
  * the configuration the primary validated and sends it, the memory store held by the primary
- * (state/store/ipc.ts), and /metrics summed over every worker by the primary (cluster-metrics.ts). It
+ * (state/store/ipc.ts), and /metrics summed over every worker by the primary (cluster/metrics.ts). It
  * drains on SIGTERM/SIGINT as the single process does and exits 0; SIGHUP is the primary's (it
  * sends the new configuration). A worker whose primary is gone exits (node:cluster's own rule).
  */
-import type { LoadedConfig } from '../config/load.ts';
-import type { Config } from '../config/schema.ts';
-import { IpcStore, type StateOp } from '../state/store/ipc.ts';
-import type { StateStore } from '../state/store/contract.ts';
-import { LeaderNotices } from '../state/flights/flight-notices.ts';
-import type { LogFields, Logger } from '../telemetry/logger.ts';
-import type { Metrics } from '../telemetry/metrics.ts';
-import { localMetrics } from './cluster-metrics.ts';
-import { workerSummary, type WorkerSummary } from './cluster-status.ts';
-import { Rpc } from './cluster-rpc.ts';
-import type { ReloadResult, Generations } from './generations.ts';
+import type { LoadedConfig } from '../../config/load.ts';
+import type { Config } from '../../config/schema.ts';
+import { IpcStore, type StateOp } from '../../state/store/ipc.ts';
+import type { StateStore } from '../../state/store/contract.ts';
+import { LeaderNotices } from '../../state/flights/flight-notices.ts';
+import type { LogFields, Logger } from '../../telemetry/logger.ts';
+import type { Metrics } from '../../telemetry/metrics.ts';
+import { localMetrics } from './metrics.ts';
+import { workerSummary, type WorkerSummary } from './status.ts';
+import { Rpc } from './rpc.ts';
+import type { ReloadResult, Generations } from '../generations.ts';
 
 /** What the worker needs of a started server (main.ts's RunningServer). */
 export interface WorkerServer {

@@ -4,7 +4,7 @@
  * gathered by the primary from every worker and shown by whichever worker serves the page, under
  * `extras.workers`.
  */
-import type { GenerationDeps } from '../http/deps.ts';
+import type { GenerationDeps } from '../../http/deps.ts';
 
 export interface WorkerSummary {
   /** the worker's index (0 … workers − 1) */
