@@ -17,6 +17,15 @@ export function free(t: ResolvedTarget): ResolvedTarget {
 }
 
 /**
+ * The target named by a cached entry or another process's flight (`backend`, `model`), else the
+ * request's first, as served for free; undefined when the request has no target.
+ */
+export function servedTarget(targets: readonly ResolvedTarget[], e: { backend: string; model: string }): ResolvedTarget | undefined {
+  const t = targets.find((x) => x.backend === e.backend && x.model === e.model) ?? targets[0];
+  return t ? free(t) : undefined;
+}
+
+/**
  * A routed answer with who served it. Hot path: built field by field, since `{ ...r, served }` takes
  * V8's slow path for a member added after a spread and leaves unstable shapes for every reader.
  */

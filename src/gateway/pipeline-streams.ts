@@ -1,17 +1,13 @@
 /**
  * Stream transforms the pipeline puts around an upstream stream of chunk parts: usage shaping (the
  * client sees the usage chunk only when it asked; the gateway always records it), an end hook that
- * fires exactly once however the stream stops, replay of cached chunks, and the pump that reads a
- * coalesced upstream stream into its log.
+ * fires exactly once however the stream stops, and replay of cached chunks.
  */
 import type { AbortLike } from '../lib/abort.ts';
-import type { Admission } from '../limits/limiter.ts';
-import type { Routed } from '../router/router.ts';
-import type { FlightLead } from '../state/flights/shared-flights.ts';
-import type { Chunk, PipelineServices, Usage } from './types.ts';
+import type { Chunk, Usage } from './types.ts';
 import { DONE, pollable, withEnd, type Pollable } from '../lib/pollable.ts';
 import { ChunkPart, type EventPart, type StreamPart } from '../protocol/stream-part.ts';
-import { eventFromLog, type Flight, type StreamTap } from '../cache/flights.ts';
+import { eventFromLog, type StreamTap } from '../cache/flights.ts';
 
 /** What differs between a stream of chunks and a stream of forwarded events on their way through. */
 export interface StreamKind<P extends StreamPart> {
@@ -142,47 +138,4 @@ class EventUsage implements AsyncIterableIterator<EventPart>, Pollable<EventPart
 /** A cached event stream's entries as parts. */
 export async function* replayEvents(entries: readonly unknown[]): AsyncGenerator<EventPart> {
   for (const e of entries) yield eventFromLog(e);
-}
-
-/**
- * Reads a shared upstream stream into its tap (and publishes it for other processes' followers
- * through `lead`), whoever is listening; then accounts for it (the leader's key pays) and caches
- * it when it ended cleanly.
- */
-export async function pump<P extends StreamPart>(
-  s: PipelineServices,
-  key: string,
-  f: Flight<Routed<AsyncIterable<P>>>,
-  tap: StreamTap,
-  r: Routed<AsyncIterable<P>>,
-  adm: Admission | undefined,
-  lead: FlightLead | undefined,
-): Promise<void> {
-  const flight = f as Flight<unknown>;
-  let usage: Usage | undefined;
-  const max = s.cache?.cfg.max_entry_bytes ?? 0;
-  try {
-    for await (const part of r.result) {
-      const u = part.kind === 'chunk' ? (part.usage() as Usage | null | undefined) : part.usage;
-      if (u) usage = u;
-      const text = tap.push(part);
-      lead?.part(text);
-      // too big to cache: late joiners could not be served from the log either
-      if (tap.bytes > max) s.flights.end(key, flight);
-    }
-    tap.finish();
-    lead?.end();
-    adm?.settle(usage, r.target.target.price);
-    // a store that sees the cache keeps the entry with the flight's release, in one operation
-    const via = lead?.storesAnswers ? (text: string, ms: number) => lead.cache(text, ms) : undefined;
-    if (tap.bytes <= max) s.cache?.putStream(key, { backend: r.target.backend, model: r.target.model }, tap.chunks, via);
-  } catch (err) {
-    tap.finish(err);
-    lead?.fail(err);
-    adm?.settle(usage, r.target.target.price);
-  } finally {
-    f.settle();
-    s.flights.end(key, flight);
-    lead?.close();
-  }
 }

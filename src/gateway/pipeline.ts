@@ -3,10 +3,9 @@
  *
  *   key's model list → cache lookup → limits → coalescing → router → usage accounting → cache store
  *
- * Coalescing joins a flight of this process first; when the store is shared by several processes
- * (workers, replicas on Redis) it then claims the key in the store, following another process's
- * flight (as a local follower would) or leading one that it publishes (state/flights/shared-flights.ts).
- * The claim is made with the cache lookup, in one store operation, when no local flight has the key.
+ * Coalescing (identical requests in flight share one upstream call, across processes when the store
+ * is shared) is the coalescer's (coalescer.ts): it says who served the request, and stores what it
+ * led in the cache. Its cache lookup also claims the key in a shared store, in the same operation.
  *
  * A cache hit costs nothing against tokens and budget (it still counts as a request against rpm).
  * Everything else reserves its estimated tokens, takes a concurrency lease and checks the budget
@@ -16,19 +15,17 @@
  * is refunded in full: one call is paid for once.
  */
 import type { AbortLike } from '../lib/abort.ts';
-import { GatewayError, modelNotFound } from '../errors/gateway-error.ts';
+import { modelNotFound } from '../errors/gateway-error.ts';
 import { cacheKey, decide, type CacheDecision, type KeyParts } from '../cache/key.ts';
-import { StreamTap } from '../cache/flights.ts';
-import type { Entry } from '../cache/response-cache.ts';
+import type { Entry, ResponseCache } from '../cache/response-cache.ts';
 import { countPrompt } from '../limits/estimate.ts';
-import { RawEmbeddingResponse } from '../protocol/embeddings/schema.ts';
 import { Limiter, type Admission, type Principal } from '../limits/limiter.ts';
 import { encodingFor } from '../limits/tokens.ts';
 import type { ResolvedTarget, Routed, Router } from '../router/router.ts';
-import { ended, eventUsage, pump, replay, replayEvents, shapeUsage, type StreamKind } from './pipeline-streams.ts';
-import { free, streamAnswer, withHeaders, withServed } from './answers.ts';
+import { ended, eventUsage, replay, replayEvents, shapeUsage, type StreamKind } from './pipeline-streams.ts';
+import { servedTarget, streamAnswer, withHeaders, withServed } from './answers.ts';
+import { Coalescer, type Coalescing } from './coalescer.ts';
 import type { ChunkPart, EventPart, StreamPart } from '../protocol/stream-part.ts';
-import type { Claim, Lookup } from '../state/flights/shared-flights.ts';
 
 export type { Answer, CacheControl, CacheStatus, Chunk, Job, JobInfo, Served, PipelineServices, StreamResult, Usage } from './types.ts';
 import type { Answer, CacheStatus, Chunk, Job, Served, PipelineServices, StreamResult, Usage } from './types.ts';
@@ -42,21 +39,20 @@ interface Prep {
   targets: ResolvedTarget[];
   decision: CacheDecision | undefined;
   key: string | undefined;
-}
-
-/** A claim taken with the cache lookup but not used: let go (its remote followers make their own call). */
-function letGo(pre: Lookup | null | undefined): void {
-  pre?.lead?.close();
-  pre?.follow?.close();
+  /** whether the cache is looked up (false: no-cache refreshes it) */
+  read: boolean;
 }
 
 export class Pipeline {
   private readonly principals = new Map<string, Principal>();
+  /** undefined without a cache: nothing has a cache key to share */
+  private readonly coalescer: Coalescer | undefined;
 
   constructor(
     private readonly router: Router,
     private readonly s: PipelineServices,
   ) {
+    this.coalescer = s.cache ? new Coalescer(s.flights, s.cache) : undefined;
     const cfg = s.config;
     for (const k of cfg.keys ?? []) {
       const ns = cfg.cache.namespace === 'shared' ? 'shared' : k.cache_namespace !== undefined ? `ns:${k.cache_namespace}` : `key:${k.name}`;
@@ -89,7 +85,7 @@ export class Pipeline {
       };
       key = cacheKey(parts);
     }
-    return { principal, targets, decision, key };
+    return { principal, targets, decision, key, read: decision?.use === true && decision.read };
   }
 
   private async estimate(job: Job, prep: Prep): Promise<number> {
@@ -113,48 +109,28 @@ export class Pipeline {
     return s.limiter.admit(p, upstream ? await this.estimate(job, prep) : 0, upstream);
   }
 
-  /**
-   * The cache lookup and, on a miss, the shared claim in one store operation, when no flight of
-   * this process has the key (then the cache alone is looked up: a miss joins that flight).
-   */
-  private async lookup(s: PipelineServices, key: string): Promise<Lookup | null | undefined> {
-    const shared = s.flights.shared;
-    if (!shared || !s.cache || s.flights.find(key)) return undefined;
-    return shared.lookup(key, s.cache.cfg.max_entry_bytes);
-  }
-
-  /** The claim the lookup made, else one made now (none when the lookup found the store unreachable). */
-  private async claim(s: PipelineServices, key: string, pre: Lookup | null | undefined): Promise<Claim | undefined> {
-    if (pre === null) return undefined;
-    if (pre?.lead) return { lead: pre.lead };
-    if (pre?.follow) return { follow: pre.follow };
-    return s.flights.shared?.claim(key, s.cache?.cfg.max_entry_bytes ?? 0);
-  }
-
-  /** The admission of a request on its way upstream; a refusal lets its claimed flight go. */
-  private async admitClaimed(job: Job, prep: Prep, s: PipelineServices, pre: Lookup | null | undefined): Promise<Admission | undefined> {
+  /** The admission of a request on its way upstream; a refusal lets go the claim its cache lookup took. */
+  private async admitUpstream(job: Job, prep: Prep, s: PipelineServices, co: Coalescing | undefined): Promise<Admission | undefined> {
     // hot path: no closure or extra promise per request (a .catch() would make both)
     try {
       return await this.admit(job, prep, s, true);
     } catch (err) {
-      letGo(pre);
+      co?.letGo();
       throw err;
     }
   }
 
-  private hitTarget(prep: Prep, e: Pick<Entry, 'backend' | 'model'>): ResolvedTarget | undefined {
-    const t = prep.targets.find((x) => x.backend === e.backend && x.model === e.model) ?? prep.targets[0];
-    return t ? free(t) : undefined;
+  /** Served from the cache (admitted against rpm only), with the entry's age. */
+  private hit(adm: Admission | undefined, cache: ResponseCache, entry: Entry): Served {
+    cache.stats.hits++;
+    return this.served(adm, 'hit', { age: String(cache.age(entry)) });
   }
 
-  private status(s: PipelineServices, prep: Prep): CacheStatus | undefined {
+  /** Without a cache key: the cache's bypass (nothing without a cache). */
+  private bypass(s: PipelineServices): CacheStatus | undefined {
     if (!s.cache) return undefined;
-    if (!prep.decision?.use) {
-      s.cache.stats.bypasses++;
-      return 'bypass';
-    }
-    s.cache.stats.misses++;
-    return 'miss';
+    s.cache.stats.bypasses++;
+    return 'bypass';
   }
 
   /** Built field by field: spreads of undefined and empty objects were a measurable cost per request. */
@@ -167,12 +143,8 @@ export class Pipeline {
   }
 
   /** Served by another request's upstream call: refunded in full (one call is paid once), a coalesced hit. */
-  private coalesced(s: PipelineServices, adm: Admission | undefined): Served {
+  private coalesced(adm: Admission | undefined): Served {
     adm?.settle('refund', undefined);
-    if (s.cache) {
-      s.cache.stats.hits++;
-      s.cache.stats.coalesced++;
-    }
     return this.served(adm, 'hit', { age: '0', 'x-switchyard-coalesced': 'true' });
   }
 
@@ -182,71 +154,32 @@ export class Pipeline {
    */
   async once<T extends object>(job: Job, call: (signal: AbortLike) => Promise<Routed<T>>, usageOf: (answer: T) => UsageLike | null | undefined = chatUsage): Promise<Answer<T>> {
     const s = this.s;
+    // the key's model list; the cache key
     const prep = this.prepare(job, false, s);
-    const { key } = prep;
-    let pre: Lookup | null | undefined;
-    if (s.cache && key !== undefined && prep.decision?.use && prep.decision.read) {
-      pre = await this.lookup(s, key);
-      const hit = pre?.entry !== undefined ? s.cache.parse(pre.entry) : pre ? undefined : await s.cache.get(key);
-      const target = hit?.kind === 'json' ? this.hitTarget(prep, hit) : undefined;
-      if (hit?.kind === 'json' && target) {
-        const adm = await this.admit(job, prep, s, false);
-        s.cache.stats.hits++;
-        return { result: hit.body as T, target, attempts: 0, upstreamMs: 0, served: this.served(adm, 'hit', { age: String(s.cache.age(hit)) }) };
-      }
+    const co = prep.key !== undefined ? this.coalescer?.begin(prep.key) : undefined;
+    // cache: a stored answer is served as it is
+    const entry = co && prep.read ? await co.lookup() : undefined;
+    const hitTarget = entry?.kind === 'json' ? servedTarget(prep.targets, entry) : undefined;
+    if (s.cache && entry?.kind === 'json' && hitTarget) {
+      const adm = await this.admit(job, prep, s, false);
+      return { result: entry.body as T, target: hitTarget, attempts: 0, upstreamMs: 0, served: this.hit(adm, s.cache, entry) };
     }
-    const adm = await this.admitClaimed(job, prep, s, pre);
+    // limits
+    const adm = await this.admitUpstream(job, prep, s, co);
     try {
-      if (!s.cache || key === undefined) {
-        const status = this.status(s, prep);
+      if (!co) {
+        // router, accounting
+        const status = this.bypass(s);
         const r = await call(job.info.signal);
         adm?.settle(usageOf(r.result) ?? undefined, r.target.target.price);
         return withServed(r, this.served(adm, status));
       }
-      const joined = s.flights.find<Routed<T>>(key);
-      if (joined) {
-        letGo(pre);
-        const leave = joined.join(job.info.signal);
-        try {
-          const r = await joined.result;
-          // one more response sends the same upstream bytes: they are not recycled before it is done
-          if (r.result instanceof RawEmbeddingResponse) r.result.share();
-          return { ...r, target: free(r.target), attempts: 0, upstreamMs: 0, served: this.coalesced(s, adm) };
-        } finally {
-          leave();
-        }
-      }
-      // another process's flight (shared store): its answer, or this request calls by itself
-      const claim = await this.claim(s, key, pre);
-      const text = await claim?.follow?.json(job.info.signal);
-      // a follower that attached as its flight ended unfollowed finds the answer in the cache, stored with the release
-      const entry = text !== undefined ? s.cache.parse(text) : claim?.follow && !job.info.signal.aborted ? await s.cache.get(key) : undefined;
-      const hitTarget = entry?.kind === 'json' ? this.hitTarget(prep, entry) : undefined;
-      if (entry?.kind === 'json' && hitTarget) return { result: entry.body as T, target: hitTarget, attempts: 0, upstreamMs: 0, served: this.coalesced(s, adm) };
-      // a follower whose client left while it waited has nobody to call for
-      if (claim?.follow && job.info.signal.aborted) throw new GatewayError('client_closed_request');
-      const lead = claim?.lead;
-      const status = this.status(s, prep);
-      const f = s.flights.start<Routed<T>>(key, lead);
-      const leave = f.join(job.info.signal);
-      f.result = call(f.signal);
-      try {
-        const r = await f.result;
-        adm?.settle(usageOf(r.result) ?? undefined, r.target.target.price);
-        const stored = s.cache.jsonText({ backend: r.target.backend, model: r.target.model }, r.result);
-        // a store that sees the cache keeps the entry with the flight's release, in one operation
-        s.cache.putText(key, stored, lead?.storesAnswers ? (text, ms) => lead.cache(text, ms) : undefined);
-        lead?.json(stored);
-        return withServed(r, this.served(adm, status));
-      } catch (err) {
-        lead?.fail(err);
-        throw err;
-      } finally {
-        f.settle();
-        s.flights.end(key, f);
-        leave();
-        lead?.close();
-      }
+      // coalescing → router (a led answer is stored in the cache)
+      const c = await co.once(job.info.signal, call, prep.targets);
+      if (c.by !== 'lead') return withServed(c.routed, this.coalesced(adm));
+      // accounting
+      adm?.settle(usageOf(c.routed.result) ?? undefined, c.routed.target.target.price);
+      return withServed(c.routed, this.served(adm, 'miss'));
     } catch (err) {
       adm?.settle('refund', undefined);
       throw withHeaders(err, adm?.headers);
@@ -278,36 +211,34 @@ export class Pipeline {
   }
 
   /**
-   * A stream's way through the pipeline, for either kind of part: cache hit (replayed), else
-   * limits, then the upstream stream alone or shared through a coalescing log, the usage read on
-   * the way (`kind.read`) and accounted when the stream ends however it ends.
+   * A stream's way through the pipeline, for either kind of part. Its usage is read on the way
+   * (`kind.read`) and accounted when the stream ends however it ends; the lease is held until the
+   * client's stream ends.
    */
   private async flow<P extends StreamPart>(job: Job, open: (signal: AbortLike) => Promise<Routed<AsyncIterable<P>>>, kind: StreamKind<P>): Promise<StreamResult<P>> {
     const sink: { value: Usage | undefined } = { value: undefined };
     const s = this.s;
+    // the key's model list; the cache key
     const prep = this.prepare(job, true, s);
-    const { key } = prep;
     const signal = job.info.signal;
-    let pre: Lookup | null | undefined;
-    if (s.cache && key !== undefined && prep.decision?.use && prep.decision.read) {
-      pre = await this.lookup(s, key);
-      const hit = pre?.entry !== undefined ? s.cache.parse(pre.entry) : pre ? undefined : await s.cache.get(key);
-      const target = hit?.kind === 'stream' ? this.hitTarget(prep, hit) : undefined;
-      if (hit?.kind === 'stream' && target) {
-        const adm = await this.admit(job, prep, s, false);
-        s.cache.stats.hits++;
-        const served = this.served(adm, 'hit', { age: String(s.cache.age(hit)) });
-        return { result: kind.read(kind.replay(hit.chunks), sink), usage: sink, target, attempts: 0, upstreamMs: 0, served };
-      }
+    const co = prep.key !== undefined ? this.coalescer?.begin(prep.key) : undefined;
+    // cache: a stored stream is replayed
+    const entry = co && prep.read ? await co.lookup() : undefined;
+    const hitTarget = entry?.kind === 'stream' ? servedTarget(prep.targets, entry) : undefined;
+    if (s.cache && entry?.kind === 'stream' && hitTarget) {
+      const adm = await this.admit(job, prep, s, false);
+      const served = this.hit(adm, s.cache, entry);
+      return { result: kind.read(kind.replay(entry.chunks), sink), usage: sink, target: hitTarget, attempts: 0, upstreamMs: 0, served };
     }
-    const adm = await this.admitClaimed(job, prep, s, pre);
+    // limits
+    const adm = await this.admitUpstream(job, prep, s, co);
     try {
-      if (!s.cache || key === undefined) {
-        const status = this.status(s, prep);
+      if (!co) {
+        // router; accounting when the stream ends (without an admission there is nothing to settle)
+        const status = this.bypass(s);
         const r = await open(signal);
         const price = r.target.target.price;
         const read = kind.read(r.result, sink);
-        // without an admission (no limits on this key) there is nothing to settle at the end
         const result = adm
           ? ended(read, signal, () => {
               adm.settle(sink.value, price);
@@ -316,74 +247,15 @@ export class Pipeline {
           : read;
         return streamAnswer(r, result, sink, this.served(adm, status));
       }
-      const joined = s.flights.find<Routed<AsyncIterable<P>>>(key);
-      const tap = joined?.tap;
-      if (joined && tap) {
-        letGo(pre);
-        const leave = joined.join(signal);
-        let r: Routed<AsyncIterable<P>>;
-        try {
-          r = await joined.result;
-        } catch (err) {
-          leave();
-          throw err;
-        }
-        const served = this.coalesced(s, adm);
-        const result = ended(kind.read(kind.follow(tap, leave), sink), signal, () => {
-          adm?.release();
-          leave();
-        });
-        return { ...r, target: free(r.target), attempts: 0, upstreamMs: 0, result, usage: sink, served };
-      }
-      // another process's flight (shared store): its log replayed then followed, or this request calls by itself
-      const claim = await this.claim(s, key, pre);
-      const remote = claim?.follow;
-      const rtap = remote ? new StreamTap() : undefined;
-      const head = rtap && (await remote?.stream(signal, rtap));
-      const hitTarget = head ? this.hitTarget(prep, head) : undefined;
-      if (remote && rtap && hitTarget) {
-        const served = this.coalesced(s, adm);
-        const result = ended(kind.read(kind.follow(rtap, () => remote.close()), sink), signal, () => {
-          adm?.release();
-          remote.close();
-        });
-        return { result, target: hitTarget, attempts: 0, upstreamMs: 0, usage: sink, served };
-      }
-      remote?.close();
-      if (remote && signal.aborted) throw new GatewayError('client_closed_request');
-      // a follower that attached as its flight ended unfollowed finds the answer in the cache, stored with the release
-      const late = remote ? await s.cache.get(key) : undefined;
-      const lateTarget = late?.kind === 'stream' ? this.hitTarget(prep, late) : undefined;
-      if (late?.kind === 'stream' && lateTarget) {
-        const served = this.coalesced(s, adm);
-        const result = ended(kind.read(kind.replay(late.chunks), sink), signal, () => adm?.release());
-        return { result, target: lateTarget, attempts: 0, upstreamMs: 0, usage: sink, served };
-      }
-      const lead = claim?.lead;
-      const status = this.status(s, prep);
-      const f = s.flights.start<Routed<AsyncIterable<P>>>(key, lead);
-      const own = new StreamTap();
-      f.tap = own;
-      const leave = f.join(signal);
-      f.result = open(f.signal);
-      let r: Routed<AsyncIterable<P>>;
-      try {
-        r = await f.result;
-      } catch (err) {
-        f.settle();
-        s.flights.end(key, f);
-        leave();
-        lead?.fail(err);
-        lead?.close();
-        throw err;
-      }
-      lead?.head(r.target.backend, r.target.model);
-      void pump(s, key, f, own, r, adm, lead);
-      const result = ended(kind.read(kind.follow(own, leave), sink), signal, () => {
+      // coalescing → router; a led stream is accounted (and cached) by the coalescer as its upstream
+      // stream ends, whoever still reads it
+      const c = await co.stream(signal, open, kind, adm, prep.targets);
+      const served = c.by === 'lead' ? this.served(adm, 'miss') : this.coalesced(adm);
+      const result = ended(kind.read(c.routed.result, sink), signal, () => {
         adm?.release();
-        leave();
+        c.done();
       });
-      return streamAnswer(r, result, sink, this.served(adm, status));
+      return streamAnswer(c.routed, result, sink, served);
     } catch (err) {
       adm?.settle('refund', undefined);
       adm?.release();
