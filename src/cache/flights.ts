@@ -13,7 +13,8 @@
  *
  * When the store is shared by several processes (state/flights/shared-flights.ts), a flight is also
  * claimed in the store and its outcome published there, for followers in other processes; while
- * any of them is attached it holds a place, so the leader's call goes on without local clients.
+ * any of them is attached it holds a place, so the leader's call goes on without local clients
+ * (docs/design/coalescing.md).
  */
 import type { AbortLike } from '../lib/abort.ts';
 import type { FlightLead, SharedFlights } from '../state/flights/shared-flights.ts';

@@ -4,6 +4,7 @@
  * the store is shared by several processes, it claims the key there and leads, or follows the
  * flight of the process that holds the claim (state/flights/); a follower that came too late reads
  * the answer the flight stored in the cache. Each operation says who served the request.
+ * The protocol between processes: docs/design/coalescing.md.
  */
 import type { AbortLike } from '../lib/abort.ts';
 import { GatewayError } from '../errors/gateway-error.ts';

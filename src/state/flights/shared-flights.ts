@@ -1,43 +1,9 @@
 /**
  * Request coalescing across processes (cluster workers on the primary's memory store, replicas on
- * one Redis): the first process to see a cache key in flight claims it and becomes the leader;
- * the others follow its flight instead of calling upstream.
- *
- * A flight is a claim (the flight's id under the cache key: new requests for the key follow it), its
- * liveness (both with a TTL the leader refreshes while its call runs) and an append-only log of
- * entries under that id:
- *   h  stream head: the commit point passed, `{"backend","model"}` of who serves it
- *   p  one stream part, as the StreamTap and the cache hold it
- *   j  a JSON answer, as the cache holds it (the whole entry)
- *   e  the stream ended cleanly
- *   x  failure `{"code","message"}`: before `h`/`j` followers make their own call (they are
- *      before the commit point); after `h` their streams end with that error
- * Followers attach (register) while they read: a leader whose own clients all left keeps its
- * upstream call going while any follower is attached. A flight whose liveness expires without
- * `e`/`x`/`j` (the leader's process died) is a failure too, seen within the TTL. The log outlives
- * the flight by LINGER_MS, so a follower that is behind still reads the end.
- *
- * A leader publishes nothing until a follower is attached (almost always none is: most misses
- * are nobody else's). A JSON answer is held back until the release; a stream's leader holds its
- * entries back from its head on and watches for a follower (`watch`: the store tells the leader's
- * process when one attaches, state/flights/flight-notices.ts); at the first it publishes all it held, then
- * every entry as it comes. The release is conditional (`alone`): when a follower attached since
- * the last watch, the release does nothing and the leader publishes everything, then releases. So
- * a flight nobody follows writes no entry at all; its answer's cache entry goes with the release,
- * where a request that looked the key up in time but attached too late finds it.
- *
- * A stream whose log passes `maxBytes` (cache.max_entry_bytes) takes no new followers, as the
- * in-process tap does: the leader lets the claim go (new requests make their own call) and goes on
- * publishing every part to the followers already attached, until the end. So a store can hold one
- * answer's whole size per such flight, while followers are attached (then LINGER_MS more): once a
- * refresh a full refresh interval after the claim went finds none attached, the leader publishes
- * `x` and stops (a follower attaching that late gets the error, never a cut answer). A JSON answer
- * past the bound is published as `x` (followers make their own call).
- *
- * Round trips: a cache miss looks the cache up and claims in one operation (`lookup`, on drivers
- * that see the cache); the leader's entries are written once per event-loop turn, so the cache
- * entry and the release are one operation too (with the answer when a follower is attached), and
- * a stream's head goes with the parts read in its turn.
+ * one Redis): the first process to see a cache key in flight claims it and leads; the others follow
+ * its flight's log instead of calling upstream. The leader publishes only once a follower attaches,
+ * and releases the claim with the answer's cache entry. The protocol (claim, leader, follower,
+ * release, linger, publish on attach, failures): docs/design/coalescing.md.
  */
 import { GatewayError } from '../../errors/gateway-error.ts';
 import { randomHex } from '../../lib/random-id.ts';
