@@ -1,29 +1,9 @@
 /**
- * Shared flights on Redis (replicas on one Redis; see shared-flights.ts for the protocol). Keys,
- * all under one hash tag per cache key and protocol version (`flightKeys`):
- *   <prefix>{f3:<key>}:claim        the flight id holding the key (SET … PX, refreshed by its leader)
- *   <prefix>{f3:<key>}:<id>:live    present while the flight is live (PX, refreshed by its leader)
- *   <prefix>{f3:<key>}:<id>:log     a Redis Stream, one entry (fields k, v) per published entry
- *   <prefix>{f3:<key>}:<id>:fol     the set of attached followers
- * The version changes with any change to what leaders and followers expect of each other: during a
- * rolling upgrade, gateways of two versions neither claim nor follow each other's flights (each
- * makes its own call, as without coalescing), so a follower never waits on a leader that does not
- * speak its protocol.
- * The log and the follower set expire LINGER after the flight ends, or a TTL after its last append
- * or refresh when its leader died. Followers wait with XREAD BLOCK on connections of their own (a
- * blocked connection serves nothing else); idle ones are kept for the next follower.
- * A stream's leader publishes nothing until a follower attaches, and hears of one without asking:
- * a flight's id starts with its process's token, and a follower's attach PUBLISHes the id on
- * `<prefix>flights:<token>`, the channel that process subscribes to (one connection of its own,
- * opened with its first flight). A notice lost while that connection is down is made up by the
- * leader's next refresh (a third of the TTL), which counts the followers; a flight claimed before
- * the subscription was in place counts them once (SCARD) at its first watch. Without a working
- * subscription the leader polls the follower set every WATCH_POLL_MS.
- * A cache lookup and its claim are one script (LOOKUP), and so are the answer's cache entry, the
- * release and what is published with them (APPEND): those two also touch the store's cache entry
- * key, outside the hash tag (one Redis server, not a cluster).
- * The scripts run by SHA (EVALSHA); a server that lost them (NOSCRIPT: restarted, flushed) gets
- * the text once more (EVAL), which loads it again.
+ * Shared flights on Redis (replicas on one Redis; the protocol: docs/design/coalescing.md). Each
+ * cache key's flights live under one hash tag with the protocol's version (`flightKeys`): the claim,
+ * a flight's liveness, its log (a Redis Stream, read with XREAD BLOCK) and its followers; each step
+ * is one Lua script. A leader hears of a follower on its process's channel. Keys, scripts and
+ * notices: docs/design/redis-flights.md.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
