@@ -1,23 +1,9 @@
 /**
- * The replica's side of shared target health (routing.shared_health; rules in
+ * The replica's side of shared target health (routing.shared_health; the rules the store runs:
  * state/health/shared-health.ts). The request path stays synchronous: breakers decide from a local
- * mirror of the shared state, and outcomes are queued and sent to the store in the background: a
- * failure or a probe event right after the tick it happens in, successes and latency samples at
- * most QUIET_SEND_MS later (or with the first failure before that); while an earlier send is
- * unanswered, once it is answered (a busy process sends one batch per store round trip, not one
- * per tick). A run of successes travels as one event with its count; latency samples travel
- * after the breaker's events (the store applies the two apart, each in its order). Every SYNC_INTERVAL_MS
- * the mirror of every known target is refreshed, so a breaker opened by another replica (or
- * worker) is seen here within that interval plus one store round trip.
- *
- * Half-open: a replica sends the single probe only while it holds the store's probe lease. The
- * first request that finds the target half-open without a lease here asks for it and goes on to the
- * next target; once won, the next request to the target is the probe. A lease not used within
- * LEASE_IDLE_MS is given back; one in use is renewed on every sync (it expires PROBE_LEASE_MS after
- * the last renewal if this replica dies).
- *
- * The store unreachable (or no answer for STALE_MS): each breaker decides alone from this replica's
- * own outcomes (they are always recorded locally too), logged once; nothing fails because of it.
+ * mirror of the shared state, refreshed every SYNC_INTERVAL_MS; outcomes are queued and sent in the
+ * background. One probe across replicas, under the store's lease. The store unreachable: each
+ * breaker decides alone. The protocol, timings included: docs/design/shared-health.md.
  */
 import { randomUUID } from 'node:crypto';
 import type { HealthChannel, HealthEvent, HealthSettings, HealthView } from '../state/health/shared-health.ts';

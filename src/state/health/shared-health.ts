@@ -1,21 +1,9 @@
 /**
- * Per-target health shared by replicas (`routing.shared_health: true`): one circuit breaker and
- * one latency score per (backend, model), held by the StateStore — the primary's memory store for
- * cluster workers, or Redis for replicas — and mirrored by each replica (router/shared-health.ts).
- *
- * The shared breaker follows router/circuit-breaker.ts, fed by every replica's outcomes:
- *   closed: successes and failures of all replicas count in one window (10 buckets of window_ms/10)
- *           and one run of consecutive failures; either threshold opens it;
- *   open:   until `open_ms` has passed (store clock); outcomes that arrive meanwhile are ignored;
- *   half-open: exactly one probe across replicas — a replica must hold the probe lease (one owner,
- *           expiring after `lease_ms` unless renewed) to send it; its success closes the breaker,
- *           its failure re-opens it for twice the last period (capped at max_open_ms), a neutral
- *           outcome (client abort, client fault) frees the lease.
- * The latency score is the router's EWMA (router/stats.ts): successes feed their durations, failures a
- * penalty sample of max(penalty_ms, 2 × the current value).
- *
- * MemoryStore runs this TypeScript version; RedisStore runs the same rules in Lua
- * (state/store/redis-scripts.ts HEALTH). Pure: callers pass `now`.
+ * Per-target health shared by replicas (`routing.shared_health: true`): one circuit breaker and one
+ * latency score per (backend, model), held by the StateStore and fed by every replica's outcomes;
+ * each replica mirrors it (router/shared-health.ts). MemoryStore runs this TypeScript version,
+ * RedisStore the same rules in Lua (state/store/redis-scripts.ts HEALTH). Pure: callers pass
+ * `now`. The rules and the events: docs/design/shared-health.md.
  */
 
 import type { BreakerSettings } from '../../config/schema.ts';
