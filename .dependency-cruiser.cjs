@@ -3,7 +3,7 @@
  * Layers, top to bottom — a module may import its own layer and the layers below it, never above:
  *
  *   main.ts, cli.ts → server/ → http/ → gateway/ → router/ → backends/
- *     → cache/ limits/ state/ telemetry/ config/ → protocol/ → errors/ → lib/
+ *     → cache/ limits/ state/ db/ telemetry/ config/ → protocol/ → errors/ → lib/
  */
 const layer = (name, above, allowed) => ({
   name: `${name}-not-up`,
@@ -38,11 +38,12 @@ module.exports = {
     // The memory store runs the rate limit's algorithm inside its own atomic step (the Redis store
     // runs it in Lua); gcra.ts is pure and imports nothing, so this adds no path up the layers.
     layer('state', ['server', 'http', 'gateway', 'router', 'backends', 'cache', 'limits'], '^src/limits/gcra\\.ts$'),
-    layer('telemetry', ['server', 'http', 'gateway', 'router', 'backends', 'cache', 'limits', 'state']),
-    layer('config', ['server', 'http', 'gateway', 'router', 'backends', 'cache', 'limits', 'state', 'telemetry']),
-    layer('protocol', ['server', 'http', 'gateway', 'router', 'backends', 'cache', 'limits', 'state', 'telemetry', 'config']),
-    layer('errors', ['server', 'http', 'gateway', 'router', 'backends', 'cache', 'limits', 'state', 'telemetry', 'config', 'protocol']),
-    layer('lib', ['server', 'http', 'gateway', 'router', 'backends', 'cache', 'limits', 'state', 'telemetry', 'config', 'protocol', 'errors']),
+    layer('db', ['server', 'http', 'gateway', 'router', 'backends', 'cache', 'limits', 'state']),
+    layer('telemetry', ['server', 'http', 'gateway', 'router', 'backends', 'cache', 'limits', 'state', 'db']),
+    layer('config', ['server', 'http', 'gateway', 'router', 'backends', 'cache', 'limits', 'state', 'db', 'telemetry']),
+    layer('protocol', ['server', 'http', 'gateway', 'router', 'backends', 'cache', 'limits', 'state', 'db', 'telemetry', 'config']),
+    layer('errors', ['server', 'http', 'gateway', 'router', 'backends', 'cache', 'limits', 'state', 'db', 'telemetry', 'config', 'protocol']),
+    layer('lib', ['server', 'http', 'gateway', 'router', 'backends', 'cache', 'limits', 'state', 'db', 'telemetry', 'config', 'protocol', 'errors']),
     {
       name: 'backends-apart',
       comment: 'a backend folder imports only itself, the shared upstream folder (client, OpenAI-compatible backend) and the files at backends/ root',

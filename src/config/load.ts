@@ -5,6 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { dirname, isAbsolute, resolve } from 'node:path';
 import { isScalar, LineCounter, parseDocument, visit } from 'yaml';
 import { interpolate, joinPath } from './interpolate.ts';
 import { fromZod, isRecord, kindOf, pathOf } from './messages.ts';
@@ -39,6 +40,12 @@ export interface LoadedConfig {
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
+
+/** The SQLite database's file: `given` (or switchyard.db) beside the config file unless absolute; `:memory:` as it is. */
+export function sqlitePath(given: string | undefined, configSource: string): string {
+  const p = given ?? 'switchyard.db';
+  return p === ':memory:' || isAbsolute(p) ? p : resolve(dirname(configSource), p);
+}
 
 /** `--config FILE` beats `SWITCHYARD_CONFIG` beats `./providers.yaml`. */
 export function configPathFrom(argv: readonly string[], env: Env): string {
@@ -282,6 +289,8 @@ export function parseConfig(text: string, source: string, env: Env = process.env
   if (envPort !== undefined) config.server.port = Number(envPort);
   if (env.HOST !== undefined && env.HOST !== '') config.server.host = env.HOST;
   if (lv === 'debug' || lv === 'info' || lv === 'warn' || lv === 'error' || lv === 'silent') config.logging.level = lv;
+  // The SQLite file: SWITCHYARD_DB, else database.path, else switchyard.db; relative to the config file's folder.
+  if (config.database.type === 'sqlite') config.database.path = sqlitePath(env.SWITCHYARD_DB || config.database.path, source);
   // Local targets (llama-server, …) without an explicit price cost nothing: see defaultPrice.
   for (const m of Object.values(config.models)) {
     for (const t of m.targets) {

@@ -311,6 +311,26 @@ export const stateSchema = z.discriminatedUnion('store', [
   }),
 ]);
 
+/**
+ * Where the gateway keeps its records (keys, teams, the spend ledger, stored responses): an
+ * embedded SQLite file by default, or PostgreSQL shared by several replicas.
+ */
+export const databaseSchema = z.discriminatedUnion('type', [
+  z.strictObject({
+    type: z.literal('sqlite'),
+    /** The file, relative to the config file's folder (default: switchyard.db beside it); `:memory:` keeps nothing. SWITCHYARD_DB overrides it. */
+    path: text().pipe(z.string().min(1)).optional(),
+  }),
+  z.strictObject({
+    type: z.literal('postgres'),
+    url: text().pipe(z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')),
+    /** Connections the gateway opens at most. */
+    pool_size: positiveInt.default(10),
+    /** A statement slower than this is cancelled by the server. */
+    statement_timeout_ms: positiveInt.default(10_000),
+  }),
+]);
+
 /** Stored responses of the Responses API (`store` ≠ false; previous_response_id, GET/DELETE /v1/responses/{id}). */
 export const responsesSchema = z.strictObject({
   /** Lifetime of a stored response (any store); OpenAI keeps them 30 days. */
@@ -351,6 +371,7 @@ export const configSchema = z.strictObject({
   limits: limitsSettingsSchema.default(limitsSettingsSchema.parse({})),
   cache: cacheSchema.default(cacheSchema.parse({})),
   state: stateSchema.default({ store: 'memory' }),
+  database: databaseSchema.default({ type: 'sqlite' }),
   responses: responsesSchema.default(responsesSchema.parse({})),
   logging: loggingSchema.default(loggingSchema.parse({})),
   telemetry: z.strictObject({ tracing: tracingSchema.optional() }).default({}),
@@ -369,6 +390,7 @@ export const configSchema = z.strictObject({
 export type Config = z.infer<typeof configSchema>;
 export type BackendConfig = z.infer<typeof backendSchema>;
 export type TracingConfig = z.infer<typeof tracingSchema>;
+export type DatabaseConfig = z.infer<typeof databaseSchema>;
 export type OpenAIBackendConfig = z.infer<typeof openaiBackendSchema>;
 export type AnthropicBackendConfig = z.infer<typeof anthropicBackendSchema>;
 export type FakeBackendConfig = z.infer<typeof fakeBackendSchema>;
