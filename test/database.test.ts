@@ -7,6 +7,8 @@
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,7 +17,9 @@ import { sql } from 'kysely';
 import { parseConfig } from '../src/config/load.ts';
 import type { DatabaseConfig } from '../src/config/schema.ts';
 import { DatabaseError, openDatabase, redactUrl, type OpenedDatabase } from '../src/db/database.ts';
+import { SpendLedger, toMicros, type SpendRecord } from '../src/db/ledger.ts';
 import type { NewSpend } from '../src/db/schema.ts';
+import { spendTotals, spentSince } from '../src/db/spend.ts';
 import { PostgresServer, postgresSkip } from './support/postgres-server.ts';
 
 const NOW = Date.UTC(2026, 11, 2, 12, 0, 0);
@@ -25,6 +29,49 @@ const root = join(import.meta.dirname, '..');
 interface Flavour {
   fresh(): DatabaseConfig;
   spendBytes(o: OpenedDatabase): Promise<number>;
+  /** stops and restarts the server (Postgres only: an embedded file has no outage) */
+  outage?: { down(): void; up(): void };
+}
+
+/** `n` answered requests over three days, five keys in two teams (one key without), three models. */
+function generated(n: number, seed: number): SpendRecord[] {
+  let x = seed;
+  const rand = (m: number): number => {
+    x = (Math.imul(x, 1103515245) + 12345) >>> 0;
+    return x % m;
+  };
+  return Array.from({ length: n }, (_, i) => {
+    const k = rand(6);
+    return {
+      at: NOW - rand(3) * 86_400_000 + rand(1000),
+      key: k === 5 ? undefined : `key-${k}`,
+      team: k === 5 ? undefined : k < 3 ? 'research' : 'web',
+      model: ['gpt-4o-mini', 'claude-sonnet-4-5', 'qwen-local'][rand(3)] ?? 'x',
+      backend: 'b',
+      upstreamModel: 'u',
+      tokensIn: rand(5000),
+      tokensOut: rand(800),
+      tokensCached: rand(2) * 1024,
+      costUsd: rand(10) === 0 ? undefined : rand(100_000) / 1_000_000,
+      latencyMs: rand(4000),
+      status: rand(20) === 0 ? 502 : 200,
+      requestId: `req_${i}`,
+    };
+  });
+}
+
+/** What the roll-up must say: per `by`, summed in JavaScript from the records. */
+function expected(records: SpendRecord[], by: 'key' | 'team' | 'model'): Map<string | null, { requests: number; tokens_in: number; micros: number }> {
+  const out = new Map<string | null, { requests: number; tokens_in: number; micros: number }>();
+  for (const r of records) {
+    const name = (by === 'key' ? r.key : by === 'team' ? r.team : r.model) ?? null;
+    const t = out.get(name) ?? { requests: 0, tokens_in: 0, micros: 0 };
+    t.requests++;
+    t.tokens_in += r.tokensIn;
+    t.micros += toMicros(r.costUsd) ?? 0;
+    out.set(name, t);
+  }
+  return out;
 }
 
 const CHILD = `
@@ -132,6 +179,95 @@ function suite(name: string, skip: string | false, setup: () => Promise<{ flavou
       }
     });
 
+    test('the ledger writes behind: totals by key, team and model, and a key\'s period spend, equal what was recorded', async () => {
+      const o = await openDatabase(flavour.fresh());
+      try {
+        const ledger = new SpendLedger(o.db, { flushMs: 60_000, batchRows: 700, maxBufferedRows: 100_000 });
+        const records = generated(3000, 7);
+        const t0 = performance.now();
+        for (const r of records) ledger.record(r);
+        // recording is appending: 3,000 records cost far less than one flush
+        assert.ok(performance.now() - t0 < 200);
+        assert.equal(await ledger.close(), true);
+        assert.deepEqual({ ...ledger.stats }, { buffered: 0, written: 3000, dropped: 0, failedFlushes: 0 });
+        for (const by of ['key', 'team', 'model'] as const) {
+          const got = await spendTotals(o.db, by, NOW - 3 * 86_400_000, NOW);
+          const want = expected(records, by);
+          assert.equal(got.length, want.size, by);
+          for (const g of got) {
+            const w = want.get(g.name);
+            assert.ok(w, `${by} ${String(g.name)}`);
+            assert.equal(g.requests, w.requests, `${by} ${String(g.name)} requests`);
+            assert.equal(g.tokens_in, w.tokens_in, `${by} ${String(g.name)} tokens`);
+            assert.equal(Math.round(g.cost_usd * 1_000_000), w.micros, `${by} ${String(g.name)} cost`);
+          }
+          for (let i = 1; i < got.length; i++) assert.ok((got[i - 1]?.cost_usd ?? 0) >= (got[i]?.cost_usd ?? 0), 'most spent first');
+        }
+        const today = records.filter((r) => r.key === 'key-1' && r.at >= Math.floor(NOW / 86_400_000) * 86_400_000);
+        const micros = today.reduce((a, r) => a + (toMicros(r.costUsd) ?? 0), 0);
+        assert.equal(Math.round((await spentSince(o.db, 'key', 'key-1', NOW)) * 1_000_000), micros);
+        assert.equal(await spentSince(o.db, 'team', 'nobody', NOW), 0);
+        const rows = await o.db.selectFrom('spend').select((e) => e.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+        assert.equal(Number(rows.n), 3000);
+      } finally {
+        await o.close();
+      }
+    });
+
+    test('two ledgers (two replicas) add to the same daily totals', async () => {
+      const cfg = flavour.fresh();
+      const [a, b] = [await openDatabase(cfg), await openDatabase(cfg)];
+      try {
+        const [la, lb] = [a, b].map((x) => new SpendLedger(x.db, { flushMs: 60_000, batchRows: 10_000, maxBufferedRows: 100_000 }));
+        const records = generated(400, 11);
+        records.forEach((r, i) => (i % 2 ? la : lb)?.record(r));
+        // one after the other: two SQLite connections of one process would wait for each other's
+        // write lock on one event loop (replicas are processes of their own)
+        assert.equal(await la?.close(), true);
+        assert.equal(await lb?.close(), true);
+        const got = await spendTotals(a.db, 'model', NOW - 3 * 86_400_000, NOW);
+        const want = expected(records, 'model');
+        assert.deepEqual(new Map(got.map((g) => [g.name, g.requests])), new Map([...want].map(([k, v]) => [k, v.requests])));
+      } finally {
+        await a.close();
+        await b.close();
+      }
+    });
+
+    test('the database down: rows are kept (bounded, the dropped counted) and written when it returns', { skip: name === 'SQLite' ? 'an embedded file has no outage' : false }, async () => {
+      const o = await openDatabase(flavour.fresh());
+      const dropped: number[] = [];
+      let errors = 0;
+      const ledger = new SpendLedger(o.db, { flushMs: 60_000, batchRows: 10_000, maxBufferedRows: 40, onDropped: (n) => dropped.push(n), onFlushError: () => errors++ });
+      let down = false;
+      try {
+        flavour.outage?.down();
+        down = true;
+        // down() blocks this event loop while the server stops: let the pool hear its cut connections
+        await sleep(200);
+        const records = generated(50, 3);
+        for (const r of records.slice(0, 30)) ledger.record(r);
+        await ledger.flush();
+        assert.equal(errors, 1);
+        for (const r of records.slice(30)) ledger.record(r);
+        assert.deepEqual({ ...ledger.stats }, { buffered: 40, written: 0, dropped: 10, failedFlushes: 1 });
+        assert.equal(dropped.reduce((a, b) => a + b, 0), 10);
+        flavour.outage?.up();
+        down = false;
+        await ledger.flush();
+        assert.deepEqual({ ...ledger.stats }, { buffered: 0, written: 40, dropped: 10, failedFlushes: 1 });
+        const got = await spendTotals(o.db, 'model', NOW - 3 * 86_400_000, NOW);
+        assert.equal(got.reduce((a, g) => a + g.requests, 0), 40);
+        // the newest 40 were kept
+        const ids = await o.db.selectFrom('spend').select('request_id').execute();
+        assert.deepEqual(ids.map((r) => r.request_id).sort(), records.slice(10).map((r) => r.requestId).sort());
+      } finally {
+        if (down) flavour.outage?.up();
+        await ledger.close();
+        await o.close();
+      }
+    });
+
     test('a ledger row takes at most 200 bytes on disk, its indexes included', async () => {
       const o = await openDatabase(flavour.fresh());
       try {
@@ -186,6 +322,7 @@ suite('PostgreSQL', postgresSkip, async () => {
   return {
     flavour: {
       fresh: () => ({ type: 'postgres', url: pg.createDatabase(`t${++n}`), pool_size: 4, statement_timeout_ms: 10_000 }),
+      outage: { down: () => pg.halt(), up: () => pg.resume() },
       spendBytes: async (o) => {
         await sql`vacuum analyze spend`.execute(o.db);
         const r = await sql<{ bytes: number }>`select pg_total_relation_size('spend') as bytes`.execute(o.db);

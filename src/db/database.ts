@@ -79,8 +79,11 @@ function postgres(cfg: Extract<DatabaseConfig, { type: 'postgres' }>): { kysely:
         oid === INT8 || oid === NUMERIC ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
     },
   });
-  // an idle client's error (the server restarted) must not crash the process; the next query reconnects
+  // A connection the server cuts (a restart, a failover) emits 'error' on its client, in use or
+  // idle; unheard, that would end the process. The query in flight fails on its own, and the pool
+  // replaces the client.
   pool.on('error', () => {});
+  pool.on('connect', (client) => client.on('error', () => {}));
   return { kysely: new Kysely<Tables>({ dialect: new PostgresDialect({ pool }) }), location: redactUrl(cfg.url) };
 }
 

@@ -58,8 +58,7 @@ export class PostgresServer {
     const s = new PostgresServer(await freePort(), dir);
     const init = run('initdb', ['-D', s.data, '-U', 'postgres', '--auth=trust', '--encoding=UTF8', '--locale=C', '--no-sync']);
     if (init.status !== 0) throw new Error(`initdb failed: ${init.stderr || init.stdout}`);
-    const opts = `-p ${s.port} -c listen_addresses=127.0.0.1 -k ${dir} -c fsync=off -c synchronous_commit=off -c full_page_writes=off`;
-    const start = run('pg_ctl', ['-D', s.data, '-l', join(dir, 'log'), '-o', opts, '-w', '-t', '60', 'start']);
+    const start = run('pg_ctl', ['-D', s.data, '-l', join(dir, 'log'), '-o', s.options, '-w', '-t', '60', 'start']);
     if (start.status !== 0) throw new Error(`pg_ctl start failed: ${start.stderr || start.stdout}`);
     const create = run('createdb', ['-h', '127.0.0.1', '-p', String(s.port), '-U', 'postgres', 'switchyard']);
     if (create.status !== 0) {
@@ -83,6 +82,25 @@ export class PostgresServer {
     const r = run('createdb', ['-h', '127.0.0.1', '-p', String(this.port), '-U', 'postgres', name]);
     if (r.status !== 0) throw new Error(`createdb ${name} failed: ${r.stderr || r.stdout}`);
     return this.url(name);
+  }
+
+  /**
+   * Stops the server (the cluster stays), its connections cut, as an outage would. Fast, not
+   * immediate: with this test cluster's synchronous_commit=off an immediate stop could lose commits.
+   */
+  halt(): void {
+    const r = run('pg_ctl', ['-D', this.data, '-m', 'fast', '-w', 'stop']);
+    if (r.status !== 0) throw new Error(`pg_ctl stop failed: ${r.stderr || r.stdout}`);
+  }
+
+  /** Starts it again after halt(), on the same port. */
+  resume(): void {
+    const r = run('pg_ctl', ['-D', this.data, '-l', join(this.dir, 'log'), '-o', this.options, '-w', '-t', '60', 'start']);
+    if (r.status !== 0) throw new Error(`pg_ctl start failed: ${r.stderr || r.stdout}`);
+  }
+
+  private get options(): string {
+    return `-p ${this.port} -c listen_addresses=127.0.0.1 -k ${this.dir} -c fsync=off -c synchronous_commit=off -c full_page_writes=off`;
   }
 
   /** Stops the server at once and deletes the cluster. */
