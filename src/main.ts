@@ -58,6 +58,8 @@ export async function startServer(loaded: LoadedConfig, opts: ServerOptions = {}
   const port = opts.port ?? deps.config.server.port;
   // Remote backends' SDK imports finish before the listener opens: they are never "loading".
   await generations.prepare();
+  // The database is open (and migrated) before the first request can be recorded.
+  await generations.openRecords();
   const server = await new Promise<Server>((resolve, reject) => {
     // Node enforces headersTimeout / requestTimeout from a timer that runs every
     // connectionsCheckingInterval (30 s by default): check often enough that the configured values hold.

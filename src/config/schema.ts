@@ -331,6 +331,18 @@ export const databaseSchema = z.discriminatedUnion('type', [
   }),
 ]);
 
+/** The spend ledger: one row per answered request in the database, written behind in batches. */
+export const spendSchema = z.strictObject({
+  /** Buffered rows are written this often (and at shutdown). */
+  flush_ms: positiveInt.default(1000),
+  /** A write starts at once when this many rows wait. */
+  batch_rows: positiveInt.default(500),
+  /** Rows held while the database is unreachable; past it the oldest are dropped (and counted). */
+  max_buffered_rows: positiveInt.default(100_000),
+  /** Ledger rows older than this are deleted (the daily totals are kept). */
+  retention_days: positiveInt.default(90),
+});
+
 /** Stored responses of the Responses API (`store` ≠ false; previous_response_id, GET/DELETE /v1/responses/{id}). */
 export const responsesSchema = z.strictObject({
   /** Lifetime of a stored response (any store); OpenAI keeps them 30 days. */
@@ -372,6 +384,7 @@ export const configSchema = z.strictObject({
   cache: cacheSchema.default(cacheSchema.parse({})),
   state: stateSchema.default({ store: 'memory' }),
   database: databaseSchema.default({ type: 'sqlite' }),
+  spend: spendSchema.default(spendSchema.parse({})),
   responses: responsesSchema.default(responsesSchema.parse({})),
   logging: loggingSchema.default(loggingSchema.parse({})),
   telemetry: z.strictObject({ tracing: tracingSchema.optional() }).default({}),

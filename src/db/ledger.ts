@@ -6,7 +6,7 @@
  * and counted, never silently. `close()` flushes what is left (SIGTERM loses nothing; SIGKILL at
  * most one flush interval).
  */
-import type { Kysely, Transaction } from 'kysely';
+import { sql, type Kysely, type Transaction } from 'kysely';
 import type { Database, NameTable, NewSpend } from './schema.ts';
 
 export interface SpendRecord {
@@ -115,6 +115,24 @@ export class SpendLedger {
         this.stats.buffered = this.buffer.length;
       });
     await this.flushing;
+  }
+
+  /**
+   * Deletes ledger rows older than `beforeMs`, a few thousand per statement so no one statement
+   * holds the database (or, on SQLite, the event loop) for long; the daily totals stay. Returns
+   * the rows deleted.
+   */
+  async prune(beforeMs: number, dialect: 'sqlite' | 'postgres', chunk = 5000): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const r =
+        dialect === 'sqlite'
+          ? await sql`delete from spend where rowid in (select rowid from spend where at < ${beforeMs} limit ${chunk})`.execute(this.db)
+          : await sql`delete from spend where ctid = any(array(select ctid from spend where at < ${beforeMs} limit ${chunk}))`.execute(this.db);
+      const n = Number(r.numAffectedRows ?? 0);
+      total += n;
+      if (n < chunk) return total;
+    }
   }
 
   /** Stops the timer and writes what is left; resolves true when nothing stayed unwritten. */

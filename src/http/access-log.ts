@@ -11,6 +11,7 @@ import { costUsd } from '../telemetry/cost.ts';
 import { GENAI_PROVIDER, genAiOperation, statusClass } from '../telemetry/metrics.ts';
 import { withTrace, type LogFields } from '../telemetry/logger.ts';
 import { Exchange } from './exchange.ts';
+import type { SpendRecord } from '../db/ledger.ts';
 
 const CLIENT_GONE = 'Client connection prematurely closed.';
 
@@ -63,6 +64,8 @@ function finish(deps: GenerationDeps, x: Exchange): void {
   };
   deps.logger.info('request', withTrace(fields, x.trace));
   if (x.trace !== undefined) x.trace.finish(status, log);
+  // an answer a backend (or the cache) gave: one ledger row, written behind
+  if (log.model !== undefined && (log.backend !== undefined || log.cache === 'hit')) deps.records.ledger?.record(ledgerRow(x, status, latency));
   if (x.inFlight) {
     traffic.inFlight--;
     metrics.leave(log.route);
@@ -81,6 +84,25 @@ function finish(deps: GenerationDeps, x: Exchange): void {
   // GenAI client metrics: operations a backend served or failed (a cache hit called no provider)
   const operation = log.backend === undefined || log.cache === 'hit' ? undefined : genAiOperation(log.route);
   if (operation !== undefined) genAiMetrics(deps, x, log.backend as string, operation, model, status, latency);
+}
+
+/** The request's spend ledger row: who, which model and backend, tokens, cost, time and outcome. */
+function ledgerRow(x: Exchange, status: number, latencyMs: number): SpendRecord {
+  const { log } = x;
+  return {
+    at: Date.now(),
+    key: log.key,
+    model: log.model ?? '',
+    backend: log.backend,
+    upstreamModel: log.upstreamModel,
+    tokensIn: log.promptTokens ?? 0,
+    tokensOut: log.completionTokens ?? 0,
+    tokensCached: log.cachedTokens ?? 0,
+    costUsd: log.costUsd,
+    latencyMs,
+    status,
+    requestId: x.requestId,
+  };
 }
 
 /** `gen_ai_client_*` histograms of one operation (OpenTelemetry GenAI semantic conventions). */

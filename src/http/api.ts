@@ -15,6 +15,7 @@ import { anthropicErrorResponse } from '../protocol/messages/errors.ts';
 import { adminGuard, keyCheck } from './auth.ts';
 import { healthHandler, readyHandler } from './admin/health.ts';
 import { metricsHandler } from './admin/metrics.ts';
+import { spendHandler } from './admin/spend.ts';
 import { statusHtmlHandler, statusJsonHandler } from './admin/status.ts';
 import { settleUnreadBody } from './body.ts';
 import { chatHandler } from './routes/chat.ts';
@@ -68,7 +69,8 @@ export function createApi(deps: GenerationDeps): Api {
     .add('GET', '/metrics', metricsHandler(deps), { guard: adminGuard(admin, keys, { open: admin.public_metrics }) })
     .add('GET', '/status', statusJsonHandler(deps), { guard: adminGuard(admin, keys) })
     // the page a browser opens: a missing key gets the browser's login prompt
-    .add('GET', '/', statusHtmlHandler(deps), { guard: adminGuard(admin, keys, { browser: true }) });
+    .add('GET', '/', statusHtmlHandler(deps), { guard: adminGuard(admin, keys, { browser: true }) })
+    .add('GET', '/admin/spend', spendHandler(deps), { guard: adminGuard(admin, keys) });
   return { routes, guard };
 }
 

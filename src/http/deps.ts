@@ -7,6 +7,15 @@ import type { HealthState } from '../router/health-state.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { LabelBounds, Metrics } from '../telemetry/metrics.ts';
 import type { Tracing } from '../telemetry/tracing.ts';
+import type { OpenedDatabase } from '../db/database.ts';
+import type { SpendLedger } from '../db/ledger.ts';
+
+/** The gateway's records (server/records.ts), open once the server started; they outlive config reloads. */
+export interface RecordsView {
+  database: OpenedDatabase | undefined;
+  /** every answered request is recorded here (access-log.ts) */
+  ledger: SpendLedger | undefined;
+}
 
 /** Everything one configuration generation's app needs, built by server/generations.ts (a reload builds a new one). */
 export interface GenerationDeps {
@@ -35,4 +44,5 @@ export interface GenerationDeps {
   traffic: { inFlight: number };
   /** the gateway's tracer while tracing is on (outlives config reloads): each API request's trace starts here */
   tracing?: Tracing | undefined;
+  records: RecordsView;
 }

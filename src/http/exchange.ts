@@ -20,6 +20,8 @@ export interface RequestLog {
   errorCode?: string | null;
   promptTokens?: number;
   completionTokens?: number;
+  /** of promptTokens, those read from the provider's prompt cache */
+  cachedTokens?: number | undefined;
   stream?: boolean;
   key?: string;
   /** performance.now() when the request arrived */

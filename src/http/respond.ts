@@ -40,6 +40,7 @@ export function markUsage(x: Exchange, usage: TokenUsage | null | undefined): vo
   if (!usage) return;
   log.promptTokens = usage.prompt_tokens ?? undefined;
   log.completionTokens = usage.completion_tokens ?? undefined;
+  log.cachedTokens = usage.prompt_tokens_details?.cached_tokens ?? undefined;
   const cost = costUsd(usage, log.price);
   if (cost !== undefined) {
     log.costUsd = cost;

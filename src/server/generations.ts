@@ -22,6 +22,7 @@ import type { LoadedConfig } from '../config/load.ts';
 import type { GenerationDeps } from '../http/deps.ts';
 import { Operations } from '../gateway/operations.ts';
 import { cacheSection, keysSection } from '../http/admin/status-extras.ts';
+import { openRecords, type Records } from './records.ts';
 import { createListener } from '../http/listener.ts';
 import { HealthState } from '../router/health-state.ts';
 import { ModelRoutes } from '../router/model-routes.ts';
@@ -50,6 +51,8 @@ export class Generations {
   private readonly health: HealthState;
   private readonly lifecycle: GenerationDeps['lifecycle'] = { ready: false, draining: false };
   private readonly traffic: GenerationDeps['traffic'] = { inFlight: 0 };
+  private readonly records: GenerationDeps['records'] = { database: undefined, ledger: undefined };
+  private opened: Records | undefined;
   private readonly startedAt = Date.now();
   /** /status sections that outlive a generation (e.g. the workers' summaries), added to each one's */
   private readonly sections: Record<string, () => unknown> = {};
@@ -92,6 +95,18 @@ export class Generations {
    */
   async prepare(): Promise<void> {
     await this.gen.deps.registry.prepare();
+  }
+
+  /**
+   * Opens the database (migrating it) and the spend ledger, before the server listens: a database
+   * that cannot be opened stops the start with its reason. `database` and `spend` changes take
+   * effect on restart.
+   */
+  async openRecords(): Promise<void> {
+    if (this.opened) return;
+    this.opened = await openRecords(this.gen.loaded.config, this.logger, this.metrics);
+    this.records.database = this.opened.database;
+    this.records.ledger = this.opened.ledger;
   }
 
   /** Loads the first generation's local backends and warms its services; /ready turns 200 after. */
@@ -148,6 +163,7 @@ export class Generations {
       lifecycle: this.lifecycle,
       traffic: this.traffic,
       tracing: this.tracing,
+      records: this.records,
       statusExtras: {
         ...this.sections,
         cache: () => cacheSection(this.metrics, config.cache.enabled, { coalesced: () => services.cache?.stats.coalesced, entries: () => services.store.cacheEntries?.() }),
@@ -189,6 +205,8 @@ export class Generations {
     const o = old.loaded.config.server;
     const n = loaded.config.server;
     if (o.host !== n.host || o.port !== n.port) warnings.push('server.host / server.port changes take effect after a restart');
+    const same = (k: 'database' | 'spend'): boolean => JSON.stringify(old.loaded.config[k]) === JSON.stringify(loaded.config[k]);
+    if (!same('database') || !same('spend')) warnings.push('database / spend changes take effect after a restart');
     // Requests already running on the old generation finish on it; release what it alone owned after
     // they have had the shutdown grace period to do so.
     const grace = Math.max(1000, loaded.config.server.shutdown_grace_ms);
@@ -209,6 +227,10 @@ export class Generations {
     this.health.share(undefined);
     await this.gen.deps.registry.close();
     await this.gen.services.close();
+    // the requests have finished: their ledger rows are written, then the database closes
+    await this.opened?.close();
+    this.records.ledger = undefined;
+    this.records.database = undefined;
     // spans still batched leave before close resolves
     await stopTracing(this.tracing);
   }

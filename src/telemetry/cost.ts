@@ -10,6 +10,8 @@ export interface Price {
 export interface TokenUsage {
   prompt_tokens?: number | null | undefined;
   completion_tokens?: number | null | undefined;
+  /** of prompt_tokens, those read from the provider's prompt cache */
+  prompt_tokens_details?: { cached_tokens?: number | null | undefined } | null | undefined;
 }
 
 export function costUsd(usage: TokenUsage | null | undefined, price: Price | undefined): number | undefined {

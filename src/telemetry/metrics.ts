@@ -75,6 +75,13 @@ export class Metrics {
    */
   private readonly inFlightByRoute: Record<string, number> = Object.create(null) as Record<string, number>;
   readonly onnxBatchSize: Histogram<'backend'>;
+  /** spend ledger rows dropped because the database stayed unreachable past the buffer's bound */
+  readonly ledgerDropped: Counter;
+  /** spend ledger flushes that failed (their rows kept for the next one) */
+  readonly ledgerFlushFailures: Counter;
+  /** spend ledger rows waiting to be written */
+  readonly ledgerBuffered: Gauge;
+  private ledgerSource: () => number = () => 0;
   private breakerSource: () => BreakerReading[] = () => [];
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
@@ -198,6 +205,30 @@ export class Metrics {
       buckets: [1, 2, 4, 8, 16, 32, 64, 128],
       registers,
     });
+    this.ledgerDropped = new Counter({
+      name: 'switchyard_ledger_rows_dropped_total',
+      help: 'Spend ledger rows dropped: the database stayed unreachable past the buffer bound (spend.max_buffered_rows).',
+      registers,
+    });
+    this.ledgerFlushFailures = new Counter({
+      name: 'switchyard_ledger_flush_failures_total',
+      help: 'Spend ledger flushes that failed; their rows are kept for the next flush.',
+      registers,
+    });
+    const ledger = (): number => this.ledgerSource();
+    this.ledgerBuffered = new Gauge({
+      name: 'switchyard_ledger_rows_buffered',
+      help: 'Spend ledger rows waiting to be written to the database.',
+      registers,
+      collect() {
+        this.set(ledger());
+      },
+    });
+  }
+
+  /** Where the ledger's buffered-rows gauge reads its value at scrape time. */
+  setLedgerSource(fn: () => number): void {
+    this.ledgerSource = fn;
   }
 
   /** A request of `route` started being served (the in-flight gauge). */

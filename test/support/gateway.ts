@@ -17,8 +17,12 @@ export interface TestGateway {
   close(): Promise<void>;
 }
 
+/**
+ * `env` goes to the config loader; unless it names one (SWITCHYARD_DB) or the YAML has a
+ * `database:`, the gateway's database is an in-memory SQLite one, gone when it closes.
+ */
 export async function startGateway(yaml: string, env: Record<string, string | undefined> = {}): Promise<TestGateway> {
-  const loaded = parseConfig(yaml, 'test.yaml', env);
+  const loaded = parseConfig(yaml, 'test.yaml', { SWITCHYARD_DB: /^database:/m.test(yaml) ? undefined : ':memory:', ...env });
   const logs: string[] = [];
   const logger = createLogger('debug', (line) => {
     logs.push(line);
