@@ -9,9 +9,9 @@
 import { sseScript } from './payloads.ts';
 import { ChunkPart, PlainHead, sseText, type StreamPart } from '../src/protocol/stream-part.ts';
 import { DONE, pollable, type Pollable } from '../src/lib/pollable.ts';
-import { newResponseId, parseResponsesRequest, ResponsesStream } from '../src/protocol/responses/index.ts';
-import { ChatToMessagesStream, MessagesStreamParts } from '../src/protocol/messages/index.ts';
-import { translatedEvents, type EventTranslator } from '../src/gateway/ingress.ts';
+import * as responses from '../src/protocol/responses/index.ts';
+import * as messages from '../src/protocol/messages/index.ts';
+import { translatedEvents, type StreamTranslator } from '../src/gateway/ingress.ts';
 import type { ChatCompletionChunk } from '../src/protocol/chat/schema.ts';
 
 const arg = process.argv.indexOf('--n');
@@ -20,7 +20,7 @@ const N = arg > 0 ? Number(process.argv[arg + 1]) : 20_000;
 const script = sseScript('m');
 // each event's JSON text, as the upstream reader hands it on
 const texts = [...script.chunks, script.usage].map((b) => b.toString().slice('data: '.length, -2));
-const request = parseResponsesRequest({ model: 'm', instructions: 'You are a helpful assistant.', input: 'Say hello.', max_output_tokens: 32, temperature: 0, store: false, stream: true });
+const request = responses.parseResponsesRequest({ model: 'm', instructions: 'You are a helpful assistant.', input: 'Say hello.', max_output_tokens: 32, temperature: 0, store: false, stream: true });
 
 /** The upstream reader's parts of one stream read whole: every part ready now (poll()), as in the gateway. */
 class Chunks implements AsyncIterableIterator<ChunkPart<ChatCompletionChunk>>, Pollable<ChunkPart<ChatCompletionChunk>> {
@@ -50,9 +50,9 @@ async function drain(it: AsyncIterator<StreamPart>): Promise<number> {
   }
 }
 
-const translators: Record<string, () => EventTranslator> = {
-  responses: () => new ResponsesStream({ id: newResponseId(), createdAt: 1, model: 'm', request }),
-  messages: () => new MessagesStreamParts(new ChatToMessagesStream({ model: 'm' })),
+const translators: Record<string, () => StreamTranslator> = {
+  responses: () => new responses.StreamFromChat({ id: responses.newResponseId(), createdAt: 1, model: 'm', request }),
+  messages: () => new messages.StreamFromChat(new messages.EventsFromChat({ model: 'm' })),
 };
 
 async function once(kind: string): Promise<number> {

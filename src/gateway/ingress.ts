@@ -17,7 +17,7 @@ import type { Usage } from './types.ts';
 import { DONE, pollable, type Pollable } from '../lib/pollable.ts';
 
 /** A protocol's stream translator, as the gateway drives it: chat chunks in, the protocol's events out. */
-export interface EventTranslator {
+export interface StreamTranslator {
   /** the events before any content (`response.created`, `message_start`, …) */
   start(): EventPart[];
   /** a chunk's events; a chunk that carries nothing (no delta member but role, null or "", no finish, no usage) has none */
@@ -46,7 +46,7 @@ export interface IngressRequest {
    * A new translator for one translated stream. `inputTokens`: the prompt's tokens as the gateway
    * counts them, given when `opensWithInputTokens` (else undefined).
    */
-  translator(inputTokens: number | undefined): EventTranslator;
+  translator(inputTokens: number | undefined): StreamTranslator;
   /**
    * The protocol's stream opens with the prompt's tokens (Messages' `message_start`), before the
    * upstream reports its usage at the end: the gateway counts them while the upstream answers.
@@ -92,7 +92,7 @@ export function nativeCall(req: IngressRequest, model: string, stream: boolean):
  * Hot path: a class, not an async generator, so a chunk already read is translated and handed on
  * by `poll()` without a promise per event (lib/pollable.ts).
  */
-export function translatedEvents(chunks: AsyncIterable<ChunkPart<ChatCompletionChunk>>, tr: EventTranslator): AsyncIterableIterator<EventPart> {
+export function translatedEvents(chunks: AsyncIterable<ChunkPart<ChatCompletionChunk>>, tr: StreamTranslator): AsyncIterableIterator<EventPart> {
   return new TranslatedEvents(chunks[Symbol.asyncIterator](), tr);
 }
 
@@ -105,7 +105,7 @@ class TranslatedEvents implements AsyncIterableIterator<EventPart>, Pollable<Eve
 
   constructor(
     private readonly src: AsyncIterator<ChunkPart<ChatCompletionChunk>>,
-    private readonly tr: EventTranslator,
+    private readonly tr: StreamTranslator,
   ) {
     this.queue = tr.start();
   }

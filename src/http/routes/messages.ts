@@ -25,18 +25,18 @@ import type { JsonObject } from '../../backends/contract.ts';
 import { nativeOnce, nativeStream, type IngressRequest } from '../../gateway/ingress.ts';
 import type { ResolvedTarget } from '../../router/types.ts';
 import {
-  chatToMessage,
-  ChatToMessagesStream,
-  MessagesStreamParts,
+  fromChat,
+  EventsFromChat,
+  StreamFromChat,
   countTokensResponse,
   errorFrame,
   gatewayThinkingCount,
-  messagesPrompt,
-  messagesToChat,
+  promptOf,
+  toChat,
   parseCountTokensRequest,
   parseMessagesRequest,
   sse,
-  usageFromMessage,
+  usageOf,
   type MessagesRequest,
   type ToChatOptions,
 } from '../../protocol/messages/index.ts';
@@ -78,22 +78,22 @@ function ingressRequest(deps: GenerationDeps, x: Exchange, req: MessagesRequest,
     body: req as unknown as IngressRequest['body'],
     headers: protocolHeaders(x),
     chat: () => {
-      const t = messagesToChat(req, toChatOptions(deps, publicModel));
+      const t = toChat(req, toChatOptions(deps, publicModel));
       warnings.push(...t.warnings);
       return t.chat;
     },
     fromChat: (completion) => {
-      const m = chatToMessage(completion, { model: publicModel, stopSequences: req.stop_sequences });
+      const m = fromChat(completion, { model: publicModel, stopSequences: req.stop_sequences });
       warnings.push(...m.warnings);
       return m.message as unknown as JsonObject;
     },
     opensWithInputTokens: true,
     translator: (inputTokens) => {
-      const conv = new ChatToMessagesStream({ model: publicModel, stopSequences: req.stop_sequences, inputTokens });
-      return new MessagesStreamParts(conv, () => warnings.push(...conv.warnings));
+      const conv = new EventsFromChat({ model: publicModel, stopSequences: req.stop_sequences, inputTokens });
+      return new StreamFromChat(conv, () => warnings.push(...conv.warnings));
     },
-    usageOf: (answer) => usageFromMessage(answer),
-    prompt: messagesPrompt(req),
+    usageOf: (answer) => usageOf(answer),
+    prompt: promptOf(req),
     maxOutputTokens: req.max_tokens,
   };
 }
@@ -131,7 +131,7 @@ export function messagesHandler(deps: GenerationDeps) {
     }
     const r = await deps.operations.ingress(ing, info);
     markRouted(x, r);
-    markUsage(x, usageFromMessage(r.result));
+    markUsage(x, usageOf(r.result));
     noteGatewayThinking(req, r.target, false, warnings);
     noteWarnings(x, warnings, true);
     sendJson(x, 200, r.result, deps.config.server.send_timeout_ms);
@@ -149,7 +149,7 @@ export function countTokensHandler(deps: GenerationDeps) {
     const req = parseCountTokensRequest(body);
     x.log.model = req.model;
     x.out['request-id'] = x.requestId;
-    const n = await deps.operations.countTokens(req as unknown as JsonObject & { model: string }, messagesPrompt(req), requestFacts(x), protocolHeaders(x));
+    const n = await deps.operations.countTokens(req as unknown as JsonObject & { model: string }, promptOf(req), requestFacts(x), protocolHeaders(x));
     x.out['x-switchyard-count'] = n.by;
     if (n.backend !== undefined) x.log.backend = n.backend;
     sendJson(x, 200, countTokensResponse(n.tokens), deps.config.server.send_timeout_ms);

@@ -26,9 +26,9 @@ import {
   fromChat,
   newResponseId,
   parseResponsesRequest,
-  ResponsesStream,
+  StreamFromChat,
   toChat,
-  usageFromResponse,
+  usageOf,
   type InputItem,
   type Response,
   type ResponseContext,
@@ -182,7 +182,7 @@ export function createResponseHandler(deps: GenerationDeps) {
     const r = await deps.operations.ingress(ing, info);
     if (req.previous_response_id) r.result = echoPreviousId(r.result, req.previous_response_id);
     markRouted(x, r);
-    markUsage(x, usageFromResponse(r.result));
+    markUsage(x, usageOf(r.result));
     noteWarnings(x, warnings, true);
     await keep(r.result as unknown as Response);
     sendJson(x, 200, r.result, deps.config.server.send_timeout_ms);
@@ -223,8 +223,8 @@ function ingressRequest(
       return t.chat;
     },
     fromChat: (completion) => fromChat(completion, ctx) as unknown as JsonObject,
-    translator: () => new ResponsesStream(ctx),
-    usageOf: (answer) => usageFromResponse(answer),
+    translator: () => new StreamFromChat(ctx),
+    usageOf: (answer) => usageOf(answer),
     prompt: responsesPrompt(req, history, refs.input),
     maxOutputTokens: maxOut,
   };

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { countInputTokens, countTokensResponse, messagesPrompt, PER_IMAGE, PER_MESSAGE, PER_PDF, TOOLS_SYSTEM_PROMPT } from './count-tokens.ts';
+import { countInputTokens, countTokensResponse, promptOf, PER_IMAGE, PER_MESSAGE, PER_PDF, TOOLS_SYSTEM_PROMPT } from './count-tokens.ts';
 import { parseCountTokensRequest } from './schema.ts';
 
 /** One token per whitespace-separated word: easy to count by hand. */
@@ -26,7 +26,7 @@ describe('count_tokens estimate', () => {
         { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't', content: [{ type: 'text', text: 'r1 r2' }] }] },
       ],
     });
-    const p = messagesPrompt(req);
+    const p = promptOf(req);
     assert.equal(p.fixed, 4 * PER_MESSAGE + PER_IMAGE + PER_PDF);
     assert.deepEqual(p.texts, ['be brief', 'system', 'extra rule', 'user', 'one two three', 'T', 'doc text', 'assistant', 'f', '{"a":1}', 'user', 'r1 r2']);
     const textTokens = 2 + 1 + 2 + 1 + 3 + 1 + 2 + 1 + 1 + 1 + 1 + 2;
@@ -36,7 +36,7 @@ describe('count_tokens estimate', () => {
   it('adds the tool-use system prompt and each tool definition', () => {
     const tool = { name: 'get_weather', description: 'Weather now', input_schema: { type: 'object' } };
     const req = parseCountTokensRequest({ model: 'm', messages: [{ role: 'user', content: 'hi' }], tools: [tool] });
-    const p = messagesPrompt(req);
+    const p = promptOf(req);
     assert.equal(p.fixed, PER_MESSAGE + TOOLS_SYSTEM_PROMPT);
     assert.equal(p.texts.at(-1), JSON.stringify(tool));
     const without = countInputTokens(parseCountTokensRequest({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }), words);

@@ -57,7 +57,7 @@ function blockTexts(b: ContentBlock | { type: string }, p: Prompt): void {
 }
 
 /** The texts to tokenize and the fixed allowance; works for count_tokens and messages bodies alike. */
-export function messagesPrompt(req: CountTokensRequest): Prompt {
+export function promptOf(req: CountTokensRequest): Prompt {
   const p: Prompt = { texts: [], fixed: 0 };
   if (typeof req.system === 'string') p.texts.push(req.system);
   else for (const b of req.system ?? []) p.texts.push(b.text);
@@ -76,9 +76,9 @@ export function messagesPrompt(req: CountTokensRequest): Prompt {
   return p;
 }
 
-/** The estimate with a synchronous tokenizer. (With the gateway's async TokenCounter: messagesPrompt + count.) */
+/** The estimate with a synchronous tokenizer. (With the gateway's async TokenCounter: promptOf + count.) */
 export function countInputTokens(req: CountTokensRequest, tokenize: (text: string) => number): number {
-  const p = messagesPrompt(req);
+  const p = promptOf(req);
   return p.texts.reduce((n, t) => n + (t === '' ? 0 : tokenize(t)), p.fixed);
 }
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { describe, it } from 'node:test';
 import type { ChatCompletion } from '../chat/schema.ts';
-import { chatToMessage, toMessagesUsage } from './from-chat.ts';
+import { fromChat, toMessagesUsage } from './from-chat.ts';
 
 function completion(message: Record<string, unknown>, finish: string, extra: Record<string, unknown> = {}): ChatCompletion {
   return {
@@ -17,7 +17,7 @@ function completion(message: Record<string, unknown>, finish: string, extra: Rec
 
 describe('chat completion → Message', () => {
   it('writes the Message object as Anthropic documents it, named by the public model', () => {
-    const { message, warnings } = chatToMessage(completion({ content: 'Hello!' }, 'stop'), { model: 'claude-sonnet-4-5' });
+    const { message, warnings } = fromChat(completion({ content: 'Hello!' }, 'stop'), { model: 'claude-sonnet-4-5' });
     assert.deepEqual(message, {
       id: 'msg_chatcmpl-abc_1',
       type: 'message',
@@ -34,7 +34,7 @@ describe('chat completion → Message', () => {
   });
 
   it('turns tool calls into tool_use blocks (ids kept or made acceptable), thinking first', () => {
-    const { message } = chatToMessage(
+    const { message } = fromChat(
       completion(
         {
           content: 'Let me check.',
@@ -55,11 +55,11 @@ describe('chat completion → Message', () => {
       { type: 'tool_use', id: 'call_2', name: 'now', input: {} },
     ]);
     assert.equal(message.stop_reason, 'tool_use');
-    assert.equal(chatToMessage(completion({ reasoning_content: 'x', content: 'y' }, 'stop'), { model: 'm', omitThinking: true }).message.content.length, 1);
+    assert.equal(fromChat(completion({ reasoning_content: 'x', content: 'y' }, 'stop'), { model: 'm', omitThinking: true }).message.content.length, 1);
   });
 
   it('sends arguments that are not a JSON object as input {} with a warning', () => {
-    const { message, warnings } = chatToMessage(
+    const { message, warnings } = fromChat(
       completion({ tool_calls: [{ id: '', type: 'function', function: { name: 'f', arguments: '{"a": ' } }] }, 'tool_calls'),
       { model: 'm' },
     );
@@ -72,7 +72,7 @@ describe('chat completion → Message', () => {
 
   it('maps finish reasons to stop reasons', () => {
     const stop = (finish: string, msg: Record<string, unknown> = { content: 'x' }, extra = {}, stopSequences?: string[]) =>
-      chatToMessage(completion(msg, finish, extra), { model: 'm', stopSequences }).message;
+      fromChat(completion(msg, finish, extra), { model: 'm', stopSequences }).message;
     assert.equal(stop('stop').stop_reason, 'end_turn');
     assert.equal(stop('length').stop_reason, 'max_tokens');
     assert.equal(stop('content_filter').stop_reason, 'refusal');

@@ -52,7 +52,7 @@ export interface FromChatOptions {
   omitThinking?: boolean;
 }
 
-export interface FromChat {
+export interface FromChatResult {
   message: MessagesMessage;
   warnings: string[];
 }
@@ -141,7 +141,7 @@ export function parseToolInput(args: string, name: string, warn: (w: string) => 
 
 type ChatMessageOut = ChatCompletion['choices'][number]['message'] & { reasoning_content?: unknown; reasoning?: unknown };
 
-export function chatToMessage(c: ChatCompletion, o: FromChatOptions): FromChat {
+export function fromChat(c: ChatCompletion, o: FromChatOptions): FromChatResult {
   const warnings: string[] = [];
   const choice = c.choices[0];
   if (c.choices.length > 1) warnings.push(`choices: ${c.choices.length - 1} extra choice(s) left out`);

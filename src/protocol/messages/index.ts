@@ -11,23 +11,23 @@ export {
   type CountTokensRequest,
   type MessagesRequest,
 } from './schema.ts';
-export { messagesToChat, TOOL_ERROR_PREFIX, type ToChat, type ToChatOptions } from './to-chat.ts';
+export { toChat, TOOL_ERROR_PREFIX, type ToChatResult, type ToChatOptions } from './to-chat.ts';
 export {
-  chatToMessage,
+  fromChat,
   toMessagesUsage,
   toStopReason,
-  type FromChat,
+  type FromChatResult,
   type FromChatOptions,
   type MessageContentBlock,
   type MessagesMessage,
   type MessagesUsage,
   type StopReason,
 } from './from-chat.ts';
-export { ChatToMessagesStream, MessagesStreamParts, messagesEventPart, type MessagesStreamEvent, type StreamOptions } from './stream.ts';
+export { EventsFromChat, StreamFromChat, messagesEventPart, type MessagesStreamEvent, type StreamOptions } from './stream.ts';
 export { sse } from './sse.ts';
 export { gatewaySignature, GATEWAY_SIGNATURE_PREFIX, gatewayThinkingCount, isGatewaySignature, ThinkingSigner, withoutGatewayThinking } from './signature.ts';
-export { isContentEvent, NativeUsageReader, USAGE_EVENTS, usageFromMessage, type NativeUsage } from './usage.ts';
-export { countInputTokens, countTokensResponse, messagesPrompt, type Prompt } from './count-tokens.ts';
+export { isContentEvent, NativeUsageReader, USAGE_EVENTS, usageOf, type NativeUsage } from './usage.ts';
+export { countInputTokens, countTokensResponse, promptOf, type Prompt } from './count-tokens.ts';
 export {
   anthropicErrorResponse,
   anthropicErrorType,

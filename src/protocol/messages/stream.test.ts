@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 import { GatewayError } from '../../errors/gateway-error.ts';
 import type { ChatCompletionChunk } from '../chat/schema.ts';
-import { ChatToMessagesStream, MessagesStreamParts, printEvent, sse, type MessagesStreamEvent } from './stream.ts';
+import { EventsFromChat, StreamFromChat, printEvent, sse, type MessagesStreamEvent } from './stream.ts';
 import { gatewaySignature } from './signature.ts';
 import { ChunkPart, PlainHead, type EventPart } from '../stream-part.ts';
 import { ContentHead, plainContent } from '../chat/content-text.ts';
@@ -17,8 +17,8 @@ const chunk = (delta: Delta, finish: string | null = null, extra: Record<string,
 const usageChunk = (prompt: number, completion: number, cached = 0): ChatCompletionChunk =>
   ({ id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model: 'b', choices: [], usage: { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, prompt_tokens_details: { cached_tokens: cached } } }) as ChatCompletionChunk;
 
-function run(chunks: ChatCompletionChunk[], opts: Partial<ConstructorParameters<typeof ChatToMessagesStream>[0]> = {}): { events: MessagesStreamEvent[]; s: ChatToMessagesStream } {
-  const s = new ChatToMessagesStream({ model: 'claude-public', ...opts });
+function run(chunks: ChatCompletionChunk[], opts: Partial<ConstructorParameters<typeof EventsFromChat>[0]> = {}): { events: MessagesStreamEvent[]; s: EventsFromChat } {
+  const s = new EventsFromChat({ model: 'claude-public', ...opts });
   const events = [...s.start(), ...chunks.flatMap((c) => s.push(c)), ...s.finish()];
   return { events, s };
 }
@@ -138,7 +138,7 @@ describe('chat chunks → Anthropic stream events', () => {
   });
 
   it('ends with one error event on fail(), and nothing after it', () => {
-    const s = new ChatToMessagesStream({ model: 'm' });
+    const s = new EventsFromChat({ model: 'm' });
     s.start();
     s.push(chunk({ content: 'partial' }));
     const events = s.fail(new GatewayError('upstream_connection_lost', 'Backend "x" dropped the connection mid-stream.'));
@@ -148,7 +148,7 @@ describe('chat chunks → Anthropic stream events', () => {
   });
 
   it('names the message after the first chunk when push() comes before start()', () => {
-    const s = new ChatToMessagesStream({ model: 'm' });
+    const s = new EventsFromChat({ model: 'm' });
     const [first] = s.push(chunk({ content: 'x' }));
     assert.equal(first?.type === 'message_start' && first.message.id, 'msg_chatcmpl-1');
   });
@@ -178,7 +178,7 @@ describe('the translated stream through the real @anthropic-ai/sdk', () => {
   const params = { model: 'claude-public', max_tokens: 100, messages: [{ role: 'user' as const, content: 'weather in Paris and Rome?' }] };
 
   it('accumulates into the Message a client would get (thinking, text, tool inputs parsed, stop reason, usage)', async () => {
-    const s = new ChatToMessagesStream({ model: 'claude-public' });
+    const s = new EventsFromChat({ model: 'claude-public' });
     frames = [...s.start(), s.ping(), ...TOOLS_SEQUENCE.flatMap((c) => s.push(c)), ...s.finish()].map(sse).join('');
     const msg = await client.messages.stream(params).finalMessage();
     assert.equal(msg.role, 'assistant');
@@ -198,7 +198,7 @@ describe('the translated stream through the real @anthropic-ai/sdk', () => {
   });
 
   it('raises the error event as an API error of its type', async () => {
-    const s = new ChatToMessagesStream({ model: 'claude-public' });
+    const s = new EventsFromChat({ model: 'claude-public' });
     frames = [...s.start(), ...s.push(chunk({ content: 'partial' })), ...s.fail(new GatewayError('circuit_open', 'Every target is unavailable.'))]
       .map(sse)
       .join('');
@@ -211,12 +211,12 @@ describe('the translated stream through the real @anthropic-ai/sdk', () => {
   });
 });
 
-describe('MessagesStreamParts: the events as wire parts, a plain token written from its escaped text', () => {
+describe('StreamFromChat: the events as wire parts, a plain token written from its escaped text', () => {
   it('the same events, byte for byte, as the parsed chunks give', () => {
     const chunks = [...TOOLS_SEQUENCE.slice(0, 5), chunk({ content: ' "q" caf\u00e9\n\\' }), ...TOOLS_SEQUENCE.slice(5, -2), chunk({ content: 'after' }), ...TOOLS_SEQUENCE.slice(-2)];
     const slow = run(chunks, { id: 'msg_t' }).events.map((e) => JSON.stringify(e));
     let finished = 0;
-    const s = new MessagesStreamParts(new ChatToMessagesStream({ model: 'claude-public', id: 'msg_t' }), () => finished++);
+    const s = new StreamFromChat(new EventsFromChat({ model: 'claude-public', id: 'msg_t' }), () => finished++);
     const head = new ContentHead();
     const plainHead = new PlainHead();
     const parts: EventPart[] = s.start();
@@ -248,7 +248,7 @@ describe('printEvent', () => {
   it('prints every event exactly as JSON.stringify does', () => {
     const { events } = run([...TOOLS_SEQUENCE.slice(0, 4), chunk({ content: 'a "b"\n' }), ...TOOLS_SEQUENCE.slice(4)]);
     const kinds = new Set<string>();
-    for (const e of [...events, new ChatToMessagesStream({ model: 'm' }).ping()]) {
+    for (const e of [...events, new EventsFromChat({ model: 'm' }).ping()]) {
       assert.equal(printEvent(e), JSON.stringify(e));
       kinds.add(`${e.type}:${'content_block' in e ? e.content_block.type : 'delta' in e && 'type' in e.delta ? e.delta.type : ''}`);
     }

@@ -89,7 +89,7 @@ interface ToolState {
 
 type ChunkDelta = ChatCompletionChunk['choices'][number]['delta'] & { reasoning_content?: unknown; reasoning?: unknown };
 
-export class ChatToMessagesStream {
+export class EventsFromChat {
   private started = false;
   private ended = false;
   private id: string | undefined;
@@ -289,13 +289,13 @@ export function printEvent(ev: MessagesStreamEvent): string {
 }
 
 /**
- * A ChatToMessagesStream as wire parts, for the gateway's translated streams: each event printed
+ * An EventsFromChat as wire parts, for the gateway's translated streams: each event printed
  * once; an ordinary token's text_delta written from the chunk's escaped content (text()) without
  * an object. `onFinish` runs after the closing events are made (the route reads the warnings).
  */
-export class MessagesStreamParts {
+export class StreamFromChat {
   constructor(
-    private readonly conv: ChatToMessagesStream,
+    private readonly conv: EventsFromChat,
     private readonly onFinish?: () => void,
   ) {}
 

@@ -3,10 +3,10 @@ import { describe, it } from 'node:test';
 import { GatewayError } from '../../errors/gateway-error.ts';
 import { chatRequestSchema } from '../chat/schema.ts';
 import { parseMessagesRequest } from './schema.ts';
-import { messagesToChat, type ToChatOptions } from './to-chat.ts';
+import { toChat, type ToChatOptions } from './to-chat.ts';
 
 const base = { model: 'claude-x', max_tokens: 100 };
-const translate = (body: Record<string, unknown>, opts?: ToChatOptions) => messagesToChat(parseMessagesRequest({ ...base, ...body }), opts);
+const translate = (body: Record<string, unknown>, opts?: ToChatOptions) => toChat(parseMessagesRequest({ ...base, ...body }), opts);
 
 describe('messages → chat', () => {
   it('puts top-level system blocks and in-messages system turns into one leading system message, cache_control dropped silently', () => {

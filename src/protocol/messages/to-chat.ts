@@ -32,7 +32,7 @@ export interface ToChatOptions {
   topK?: boolean;
 }
 
-export interface ToChat {
+export interface ToChatResult {
   chat: ChatRequest;
   /** One line per thing that was set but not sent (for the request's log line). */
   warnings: string[];
@@ -54,7 +54,7 @@ export const TOOL_ERROR_PREFIX = 'Error: ';
 
 const present = <T>(v: T | null | undefined): v is T => v !== undefined && v !== null;
 
-export function messagesToChat(req: MessagesRequest, opts: ToChatOptions = {}): ToChat {
+export function toChat(req: MessagesRequest, opts: ToChatOptions = {}): ToChatResult {
   const warnings = new Set<string>();
   const warn = (w: string): void => void warnings.add(w);
   const extra = req as Record<string, unknown>;

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createParser } from 'eventsource-parser';
 import { startFakeAnthropic, type FakeAnthropic } from '../../../test/support/fake-anthropic-upstream.ts';
-import { isContentEvent, NativeUsageReader, USAGE_EVENTS, usageFromMessage } from './usage.ts';
+import { isContentEvent, NativeUsageReader, USAGE_EVENTS, usageOf } from './usage.ts';
 
 const USAGE = { input_tokens: 10, cache_read_input_tokens: 50, cache_creation_input_tokens: 30, output_tokens: 7 };
 const EXPECTED = { prompt_tokens: 90, completion_tokens: 7, total_tokens: 97, prompt_tokens_details: { cached_tokens: 50, cache_creation_tokens: 30 } };
@@ -25,8 +25,8 @@ describe('native Anthropic usage', () => {
     fake.enqueue({ kind: 'reply', usage: USAGE });
     const res = await call(false);
     assert.equal(res.status, 200);
-    assert.deepEqual(usageFromMessage(await res.json()), EXPECTED);
-    assert.equal(usageFromMessage({ id: 'x' }), undefined);
+    assert.deepEqual(usageOf(await res.json()), EXPECTED);
+    assert.equal(usageOf({ id: 'x' }), undefined);
   });
 
   it('reads a stream from message_start and message_delta (the later report wins), and finds the commit point', async () => {

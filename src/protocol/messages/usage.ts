@@ -54,7 +54,7 @@ function shape(c: Partial<Counts>): NativeUsage {
 }
 
 /** Usage of a native JSON answer (the Message object), or undefined when it has none. */
-export function usageFromMessage(body: unknown): NativeUsage | undefined {
+export function usageOf(body: unknown): NativeUsage | undefined {
   const c: Partial<Counts> = {};
   return isRecord(body) && merge(c, body.usage) ? shape(c) : undefined;
 }

@@ -27,10 +27,10 @@ export {
   toResponsesUsage,
   type ResponseContext,
 } from './from-chat.ts';
-export { ResponsesStream, type StreamFailure } from './stream.ts';
+export { StreamFromChat, type StreamFailure } from './stream.ts';
 export { echoPreviousId, echoPreviousIdInEvent } from './echo.ts';
 export {
-  usageFromResponse,
+  usageOf,
   usageFromEvent,
   fromResponsesUsage,
   isContentEvent,

@@ -6,7 +6,7 @@ import { accumulateResponse } from 'openai/lib/responses/ResponseAccumulator';
 import type { ChatCompletionChunk } from '../chat/schema.ts';
 import type { ResponseContext } from './from-chat.ts';
 import { parseResponsesRequest } from './schema.ts';
-import { ResponsesStream } from './stream.ts';
+import { StreamFromChat } from './stream.ts';
 import { ChunkPart, PlainHead, sseText, type EventPart } from '../stream-part.ts';
 import { ContentHead, plainContent } from '../chat/content-text.ts';
 import { toChat } from './to-chat.ts';
@@ -32,8 +32,8 @@ const read = (parts: EventPart[]): ResponseStreamEvent[] =>
     return ev;
   });
 
-function run(chunks: ChatCompletionChunk[], c = ctx()): { events: ResponseStreamEvent[]; parts: EventPart[]; s: ResponsesStream } {
-  const s = new ResponsesStream(c);
+function run(chunks: ChatCompletionChunk[], c = ctx()): { events: ResponseStreamEvent[]; parts: EventPart[]; s: StreamFromChat } {
+  const s = new StreamFromChat(c);
   const parts = [...s.start()];
   for (const ch of chunks) parts.push(...s.push(ch));
   parts.push(...s.finish());
@@ -55,7 +55,7 @@ function checkWithSdk(events: ResponseStreamEvent[]): Response {
 
 const types = (events: ResponseStreamEvent[]) => events.map((e) => e.type.replace(/^response\./, ''));
 
-describe('ResponsesStream', () => {
+describe('StreamFromChat', () => {
   it('a text answer: OpenAI event order, deltas, completed with usage', () => {
     const { events } = run([chunk({ role: 'assistant', content: '' }), chunk({ content: 'Hel' }), chunk({ content: 'lo' }), chunk({}, 'stop'), usageChunk(7, 2)]);
     assert.deepEqual(types(events), [
@@ -156,7 +156,7 @@ describe('ResponsesStream', () => {
   });
 
   it('committed turns true with the first output item, not with role-only chunks', () => {
-    const s = new ResponsesStream(ctx());
+    const s = new StreamFromChat(ctx());
     s.start();
     assert.deepEqual(s.push(chunk({ role: 'assistant', content: '' })), []);
     assert.equal(s.committed, false);
@@ -165,7 +165,7 @@ describe('ResponsesStream', () => {
   });
 
   it('fail before the commit point → response.failed; after it → an error event; nothing after either', () => {
-    const before = new ResponsesStream(ctx());
+    const before = new StreamFromChat(ctx());
     const ev = read([...before.start(), ...before.fail({ message: 'upstream down', code: 'server_error' })]);
     assert.deepEqual(types(ev), ['created', 'in_progress', 'failed']);
     const failed = ev[2];
@@ -174,7 +174,7 @@ describe('ResponsesStream', () => {
     assert.deepEqual(failed.response.error, { code: 'server_error', message: 'upstream down' });
     assert.deepEqual(before.finish(), []);
 
-    const after = new ResponsesStream(ctx());
+    const after = new StreamFromChat(ctx());
     const ev2 = read([...after.start(), ...after.push(chunk({ content: 'par' })), ...after.fail({ message: 'cut' })]);
     const err = ev2[ev2.length - 1];
     assert.deepEqual(err, { type: 'error', sequence_number: ev2.length - 1, code: 'server_error', message: 'cut', param: null });
@@ -194,10 +194,10 @@ describe('ResponsesStream', () => {
   });
 });
 
-describe('ResponsesStream.text: a plain token written from its escaped text', () => {
+describe('StreamFromChat.text: a plain token written from its escaped text', () => {
   /** The parts of a stream, each chunk given as the gateway gives it (gateway/ingress.ts). */
   function byText(texts: string[], c = ctx()): { parts: EventPart[]; byText: number } {
-    const s = new ResponsesStream(c);
+    const s = new StreamFromChat(c);
     const head = new ContentHead();
     const plainHead = new PlainHead();
     const parts = [...s.start()];

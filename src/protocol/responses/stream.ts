@@ -121,7 +121,7 @@ type Open =
   | { kind: 'message'; index: number; id: string; parts: TextPart[]; open: boolean }
   | { kind: 'call'; index: number; id: string; chatIndex: number; custom: boolean; callId: string; name: string; args: string };
 
-export class ResponsesStream {
+export class StreamFromChat {
   private seq = 0;
   private readonly output: ResponseOutputItem[] = [];
   private readonly printer: ResponsePrinter;

@@ -1,15 +1,15 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { isContentEvent, isContentEventType, isFinalEvent, usageFromEvent, usageFromResponse } from './usage.ts';
+import { isContentEvent, isContentEventType, isFinalEvent, usageFromEvent, usageOf } from './usage.ts';
 
 const usage = { input_tokens: 36, input_tokens_details: { cached_tokens: 8 }, output_tokens: 87, output_tokens_details: { reasoning_tokens: 64 }, total_tokens: 123 };
 
 describe('native Responses usage and commit point', () => {
   it('usage from a JSON body', () => {
-    assert.deepEqual(usageFromResponse({ id: 'resp_1', object: 'response', usage }), { prompt_tokens: 36, completion_tokens: 87, total_tokens: 123, cached_tokens: 8, reasoning_tokens: 64 });
-    assert.equal(usageFromResponse({ id: 'resp_1', usage: null }), undefined);
-    assert.equal(usageFromResponse('x'), undefined);
-    assert.deepEqual(usageFromResponse({ usage: { input_tokens: 3, output_tokens: 4 } }), { prompt_tokens: 3, completion_tokens: 4, total_tokens: 7 });
+    assert.deepEqual(usageOf({ id: 'resp_1', object: 'response', usage }), { prompt_tokens: 36, completion_tokens: 87, total_tokens: 123, cached_tokens: 8, reasoning_tokens: 64 });
+    assert.equal(usageOf({ id: 'resp_1', usage: null }), undefined);
+    assert.equal(usageOf('x'), undefined);
+    assert.deepEqual(usageOf({ usage: { input_tokens: 3, output_tokens: 4 } }), { prompt_tokens: 3, completion_tokens: 4, total_tokens: 7 });
   });
 
   it('usage from the terminal events only', () => {

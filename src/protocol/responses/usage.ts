@@ -43,7 +43,7 @@ export function fromResponsesUsage(usage: unknown): TokenUsage | undefined {
 }
 
 /** Usage of a non-streamed Responses body (the Response object). */
-export function usageFromResponse(body: unknown): TokenUsage | undefined {
+export function usageOf(body: unknown): TokenUsage | undefined {
   return isRecord(body) ? fromResponsesUsage(body.usage) : undefined;
 }
 
@@ -52,7 +52,7 @@ export const TERMINAL_EVENTS: ReadonlySet<string> = new Set(['response.completed
 /** Usage carried by a stream event (only the terminal events carry it). */
 export function usageFromEvent(event: unknown): TokenUsage | undefined {
   if (!isRecord(event) || typeof event.type !== 'string' || !TERMINAL_EVENTS.has(event.type)) return undefined;
-  return usageFromResponse(event.response);
+  return usageOf(event.response);
 }
 
 /** True for an event that ends the stream: a terminal response event or `error`. */
