@@ -21,8 +21,6 @@
 import type { GenerationDeps } from '../deps.ts';
 import { GatewayError, asGatewayError, invalidRequest } from '../../errors/gateway-error.ts';
 import {
-  echoPreviousId,
-  echoPreviousIdInEvent,
   fromChat,
   newResponseId,
   parseResponsesRequest,
@@ -37,6 +35,7 @@ import {
 import type { JsonObject } from '../../backends/contract.ts';
 import type { IngressRequest } from '../../gateway/ingress.ts';
 import { inputItemsOf, listInputItems, nextHistory, type ResponsesStore, type StoredResponse } from '../../gateway/responses-store.ts';
+import { echoPreviousId, echoPreviousIdInEvent } from '../../gateway/responses-echo.ts';
 import type { EventPart } from '../../protocol/stream-part.ts';
 import { readJsonBody } from '../body.ts';
 import { sendJson } from '../direct.ts';

@@ -28,7 +28,6 @@ export {
   type ResponseContext,
 } from './from-chat.ts';
 export { StreamFromChat, type StreamFailure } from './stream.ts';
-export { echoPreviousId, echoPreviousIdInEvent } from './echo.ts';
 export {
   usageOf,
   usageFromEvent,

@@ -6,7 +6,7 @@
  * it. Only requests that named a previous response pay for this (a parse of the few events that
  * carry the response; the deltas pass untouched).
  */
-import { EventPart } from '../stream-part.ts';
+import { EventPart } from '../protocol/stream-part.ts';
 
 /** The events whose data is `{…, "response": Response}`. */
 const RESPONSE_EVENTS: ReadonlySet<string> = new Set([

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { EventPart } from '../stream-part.ts';
-import { echoPreviousId, echoPreviousIdInEvent } from './echo.ts';
+import { EventPart } from '../protocol/stream-part.ts';
+import { echoPreviousId, echoPreviousIdInEvent } from './responses-echo.ts';
 
 describe('echoPreviousId', () => {
   it('a copy naming the id, members in their order; the answer itself when it names it already', () => {
