@@ -11,7 +11,8 @@ import { ChunkPart, PlainHead, sseText, type StreamPart } from '../src/protocol/
 import { DONE, pollable, type Pollable } from '../src/lib/pollable.ts';
 import * as responses from '../src/protocol/responses/index.ts';
 import * as messages from '../src/protocol/messages/index.ts';
-import { translatedEvents, type StreamTranslator } from '../src/gateway/ingress.ts';
+import { translatedEvents } from '../src/gateway/ingress.ts';
+import type { StreamTranslator } from '../src/protocol/client-protocol.ts';
 import type { ChatCompletionChunk } from '../src/protocol/chat/schema.ts';
 
 const arg = process.argv.indexOf('--n');

@@ -11,25 +11,11 @@
 import type { BaseLLM, CallContext, JsonObject, NativeCall } from '../backends/contract.ts';
 import type { ChatCompletion, ChatCompletionChunk, ChatRequest } from '../protocol/chat/schema.ts';
 import { chunkOf, type ChunkPart, type EventPart, type PartUsage } from '../protocol/stream-part.ts';
+import type { StreamTranslator } from '../protocol/client-protocol.ts';
 import { ContentHead, plainContent } from '../protocol/chat/content-text.ts';
 import type { Job } from './pipeline.ts';
 import type { Usage } from './types.ts';
 import { DONE, pollable, type Pollable } from '../lib/pollable.ts';
-
-/** A protocol's stream translator, as the gateway drives it: chat chunks in, the protocol's events out. */
-export interface StreamTranslator {
-  /** the events before any content (`response.created`, `message_start`, …) */
-  start(): EventPart[];
-  /** a chunk's events; a chunk that carries nothing (no delta member but role, null or "", no finish, no usage) has none */
-  push(chunk: ChatCompletionChunk): EventPart[];
-  /**
-   * A plain token's content fragment, still JSON-escaped (protocol/chat/content-text.ts): its
-   * events appended to `out`, as push() would give them for the chunk.
-   */
-  text?(escaped: string, out: EventPart[]): void;
-  /** the closing events; the last one is final and carries `usage` */
-  finish(usage: PartUsage | undefined): EventPart[];
-}
 
 /** One request of a client protocol other than chat, ready for the gateway. */
 export interface IngressRequest {
