@@ -5,70 +5,40 @@
  * answer or its events forwarded), else translated through the canonical chat form. Both kinds of
  * target are in one attempt chain, so a request fails over between them before its commit point.
  *
- * The protocol folders (protocol/responses, protocol/messages) provide the translations; the route
- * builds an IngressRequest from them; this file runs it.
+ * Each protocol is an adapter (protocol/client-protocol.ts: protocol/responses/adapter.ts,
+ * protocol/messages/adapter.ts) with its request's turn; the operations (gateway/operations.ts)
+ * run any of them with the helpers here.
  */
 import type { BaseLLM, CallContext, JsonObject, NativeCall } from '../backends/contract.ts';
-import type { ChatCompletion, ChatCompletionChunk, ChatRequest } from '../protocol/chat/schema.ts';
+import type { ChatCompletionChunk } from '../protocol/chat/schema.ts';
 import { chunkOf, type ChunkPart, type EventPart, type PartUsage } from '../protocol/stream-part.ts';
-import type { StreamTranslator } from '../protocol/client-protocol.ts';
+import type { ClientOp, ClientTurn, StreamTranslator } from '../protocol/client-protocol.ts';
 import { ContentHead, plainContent } from '../protocol/chat/content-text.ts';
-import type { Job } from './pipeline.ts';
-import type { Usage } from './types.ts';
 import { DONE, pollable, type Pollable } from '../lib/pollable.ts';
-
-/** One request of a client protocol other than chat, ready for the gateway. */
-export interface IngressRequest {
-  op: 'responses' | 'messages';
-  /** the client's body: what a native backend gets (with its model name), and the cache key's part */
-  body: JsonObject & { model: string; temperature?: number | null | undefined };
-  /** protocol headers the client sent that a native upstream should see */
-  headers?: Record<string, string> | undefined;
-  /** the canonical chat request, for a translating backend (called at most once, when one is tried) */
-  chat(): ChatRequest;
-  /** a translated answer in the client's protocol */
-  fromChat(completion: ChatCompletion): JsonObject;
-  /**
-   * A new translator for one translated stream. `inputTokens`: the prompt's tokens as the gateway
-   * counts them, given when `opensWithInputTokens` (else undefined).
-   */
-  translator(inputTokens: number | undefined): StreamTranslator;
-  /**
-   * The protocol's stream opens with the prompt's tokens (Messages' `message_start`), before the
-   * upstream reports its usage at the end: the gateway counts them while the upstream answers.
-   */
-  opensWithInputTokens?: boolean;
-  /** a JSON answer's usage in the gateway's terms */
-  usageOf(answer: JsonObject): Usage | undefined;
-  /** the prompt, for the token reservation */
-  prompt: Job['prompt'];
-  /** the client's output limit (max_output_tokens / max_tokens), for the reservation and the cost policy */
-  maxOutputTokens: number | undefined;
-}
 
 type NativeOnce = (call: NativeCall, ctx: CallContext) => Promise<JsonObject>;
 type NativeStream = (call: NativeCall, ctx: CallContext) => Promise<AsyncIterable<EventPart>>;
 
 /** The backend's own method for this protocol's JSON answer, or undefined (translate). */
-export function nativeOnce(llm: BaseLLM, op: IngressRequest['op']): NativeOnce | undefined {
+export function nativeOnce(llm: BaseLLM, op: ClientOp): NativeOnce | undefined {
   const m = op === 'responses' ? llm.responses : llm.messages;
   return m?.bind(llm);
 }
 
 /** The backend's own method for this protocol's stream, or undefined (translate). */
-export function nativeStream(llm: BaseLLM, op: IngressRequest['op']): NativeStream | undefined {
+export function nativeStream(llm: BaseLLM, op: ClientOp): NativeStream | undefined {
   const m = op === 'responses' ? llm.responsesStream : llm.messagesStream;
   return m?.bind(llm);
 }
 
 /** The client's body with the backend's model name (and `stream` as the call wants it). */
-export function nativeCall(req: IngressRequest, model: string, stream: boolean): NativeCall {
+export function nativeCall(turn: ClientTurn<unknown>, model: string, stream: boolean): NativeCall {
   const body: JsonObject = {};
-  for (const k in req.body) body[k] = req.body[k];
+  for (const k in turn.nativeBody) body[k] = turn.nativeBody[k];
   body.model = model;
   if (stream) body.stream = true;
   else delete body.stream;
-  return { body, headers: req.headers };
+  return { body, headers: turn.nativeHeaders };
 }
 
 /**

@@ -14,7 +14,8 @@ import type { Completion, CompletionRequest } from '../protocol/completions/sche
 import { encodeEmbeddings, RawEmbeddingResponse, type EmbeddingAnswer, type EmbeddingRequest } from '../protocol/embeddings/schema.ts';
 import type { ChunkPart, DeepReadonly, EventPart } from '../protocol/stream-part.ts';
 import type { JsonObject } from '../backends/contract.ts';
-import { nativeCall, nativeOnce, nativeStream, translatedEvents, type IngressRequest } from './ingress.ts';
+import { nativeCall, nativeOnce, nativeStream, translatedEvents } from './ingress.ts';
+import type { ClientProtocol, ClientTurn } from '../protocol/client-protocol.ts';
 import type { Operation, RouteRequest, RouteTrace, Router, StreamHooks } from '../router/router.ts';
 import { GatewayError, modelNotFound } from '../errors/gateway-error.ts';
 import { countPrompt } from '../limits/estimate.ts';
@@ -248,54 +249,60 @@ export class Operations {
   }
 
   /**
-   * A Responses or Messages request's JSON answer (gateway/ingress.ts): natively from a backend
-   * that speaks the protocol, else through its chat method and back.
+   * A client protocol's JSON answer (Responses, Messages: gateway/ingress.ts): natively from a
+   * backend that speaks the protocol, else through its chat method and back.
    */
-  ingress(req: IngressRequest, info: RequestFacts): Promise<Answer<JsonObject>> {
-    const maxOut = req.maxOutputTokens;
-    const j = job(req.op, req.body, info, req.prompt, outputReserve(maxOut, 1, this.reserveDefault()));
+  async ingress<Req, T extends ClientTurn<Req>>(p: ClientProtocol<Req, T>, turn: T, info: RequestFacts): Promise<Answer<JsonObject>> {
+    const body = turn.nativeBody;
+    const maxOut = p.maxOutputTokensOf(turn);
+    const j = job(p.op, body, info, p.promptOf(turn), outputReserve(maxOut, 1, this.reserveDefault()));
     let chat: ChatRequest | undefined;
-    return this.pipeline.once(
+    const r = await this.pipeline.once(
       j,
       (signal) =>
-        this.affinity.route(this.affinity.session(req.op, req.body, info), (prefer) =>
-          this.router.run(route(req.op, req.body.model, info, signal, false, maxOut, prefer), async (t, ctx) => {
+        this.affinity.route(this.affinity.session(p.op, body, info), (prefer) =>
+          this.router.run(route(p.op, body.model, info, signal, false, maxOut, prefer), async (t, ctx) => {
             const llm = t.entry.llm;
-            const native = nativeOnce(llm, req.op);
-            if (native) return native(nativeCall(req, t.model, false), ctx);
+            const native = nativeOnce(llm, p.op);
+            if (native) return native(nativeCall(turn, t.model, false), ctx);
             if (!llm.chat) throw missing(t.backend, 'chat');
-            chat ??= req.chat();
-            return req.fromChat(await llm.chat({ ...chat, model: t.model }, ctx));
+            chat ??= p.toChat(turn, this.backendTypes(body.model));
+            return p.fromChat(await llm.chat({ ...chat, model: t.model }, ctx), turn);
           }),
         ),
-      req.usageOf,
+      (answer) => p.usageOf(answer),
     );
+    if (p.nativeWarnings && nativeOnce(r.target.entry.llm, p.op)) turn.warnings.push(...p.nativeWarnings(turn));
+    return r;
   }
 
-  /** A Responses or Messages request's event stream: forwarded from a native backend, or translated from chat. */
-  ingressStream(req: IngressRequest, info: RequestFacts): Promise<StreamResult<EventPart>> {
-    const maxOut = req.maxOutputTokens;
-    const j = job(req.op, req.body, info, req.prompt, outputReserve(maxOut, 1, this.reserveDefault()));
+  /** A client protocol's event stream: forwarded from a native backend, or translated from chat. */
+  async ingressStream<Req, T extends ClientTurn<Req>>(p: ClientProtocol<Req, T>, turn: T, info: RequestFacts): Promise<StreamResult<EventPart>> {
+    const body = turn.nativeBody;
+    const maxOut = p.maxOutputTokensOf(turn);
+    const j = job(p.op, body, info, p.promptOf(turn), outputReserve(maxOut, 1, this.reserveDefault()));
     let chat: ChatRequest | undefined;
-    return this.pipeline.events(j, (signal) =>
-      this.affinity.routeStream(this.affinity.session(req.op, req.body, info), (prefer) =>
+    const s = await this.pipeline.events(j, (signal) =>
+      this.affinity.routeStream(this.affinity.session(p.op, body, info), (prefer) =>
         this.router.runStream(
-          route(req.op, req.body.model, info, signal, true, maxOut, prefer),
+          route(p.op, body.model, info, signal, true, maxOut, prefer),
           async (t, ctx) => {
             const llm = t.entry.llm;
-            const native = nativeStream(llm, req.op);
-            if (native) return native(nativeCall(req, t.model, true), ctx);
+            const native = nativeStream(llm, p.op);
+            if (native) return native(nativeCall(turn, t.model, true), ctx);
             if (!llm.chatStream) throw missing(t.backend, 'streaming chat');
-            chat ??= req.chat();
+            chat ??= p.toChat(turn, this.backendTypes(body.model));
             // counted while the upstream answers; the tokenizer's count is usually there first
-            const counting = req.opensWithInputTokens === true ? this.pipeline.promptTokens(j, t.model) : undefined;
+            const counting = p.streamOpensWithInputTokens ? this.pipeline.promptTokens(j, t.model) : undefined;
             const chunks = await llm.chatStream(withUpstreamUsage(chat, t.model), ctx);
-            return translatedEvents(chunks, req.translator(counting === undefined ? undefined : await counting));
+            return translatedEvents(chunks, p.streamFromChat(turn, counting === undefined ? undefined : await counting));
           },
           eventHooks,
         ),
       ),
     );
+    if (p.nativeWarnings && nativeStream(s.target.entry.llm, p.op)) turn.warnings.push(...p.nativeWarnings(turn));
+    return s;
   }
 
   embed(req: EmbeddingRequest, info: RequestFacts): Promise<Answer<EmbeddingAnswer>> {

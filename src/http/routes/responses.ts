@@ -3,8 +3,9 @@
  * (`GET /v1/responses/{id}`, `GET …/{id}/input_items`, `DELETE /v1/responses/{id}`).
  *
  * A create request is validated, its `previous_response_id` expanded from the responses store
- * (per API key: another key's id is as unknown as a missing one), and handed to the gateway as an
- * IngressRequest (gateway/ingress.ts): each target is reached natively when its backend speaks the
+ * (per API key: another key's id is as unknown as a missing one), and handed to the gateway with
+ * the protocol's adapter (protocol/responses/adapter.ts; gateway/ingress.ts runs it): each target
+ * is reached natively when its backend speaks the
  * Responses API (an `openai` backend with `responses: true`: the client's body with only `model`
  * replaced and the conversation expanded, its events forwarded as they came), else through the
  * canonical chat form (protocol/responses), all in one attempt chain — so routing, failover
@@ -20,20 +21,8 @@
  */
 import type { GenerationDeps } from '../deps.ts';
 import { GatewayError, asGatewayError, invalidRequest } from '../../errors/gateway-error.ts';
-import {
-  fromChat,
-  newResponseId,
-  parseResponsesRequest,
-  StreamFromChat,
-  toChat,
-  usageOf,
-  type InputItem,
-  type Response,
-  type ResponseContext,
-  type ResponsesRequest,
-} from '../../protocol/responses/index.ts';
-import type { JsonObject } from '../../backends/contract.ts';
-import type { IngressRequest } from '../../gateway/ingress.ts';
+import { responsesProtocol, responsesTurn, type InputItem, type Response, type ResponsesRequest } from '../../protocol/responses/index.ts';
+import type { ClientBody } from '../../protocol/client-protocol.ts';
 import { inputItemsOf, listInputItems, nextHistory, type ResponsesStore, type StoredResponse } from '../../gateway/responses-store.ts';
 import { echoPreviousId, echoPreviousIdInEvent } from '../../gateway/responses-echo.ts';
 import type { EventPart } from '../../protocol/stream-part.ts';
@@ -116,7 +105,7 @@ function idParam(x: Exchange): string {
 export function createResponseHandler(deps: GenerationDeps) {
   return async (x: Exchange): Promise<void> => {
     const body = await readJsonBody(x, deps.config.server.max_body_bytes);
-    const req = parseResponsesRequest(body);
+    const req = responsesProtocol.parse(body);
     const log = x.log;
     log.model = req.model;
     log.stream = req.stream === true;
@@ -144,12 +133,14 @@ export function createResponseHandler(deps: GenerationDeps) {
     // what is stored and sent natively: the references replaced by their items, so a later turn or
     // another target never depends on them again
     const input = refs.length > 0 ? expandReferences(req.input, (id) => byId.get(id)) : req.input;
-    const ctx: ResponseContext = { id: newResponseId(), createdAt: Math.floor(Date.now() / 1000), model: req.model, request: req };
+    const nativeInput = refs.length > 0 ? expandReferences(req.input, (id) => nativeItem(byId.get(id))) : req.input;
+    const turn = responsesTurn(req, { history, resolveItem: (id) => byId.get(id), input, nativeBody: nativeBody(req, history, nativeInput) });
+    const warnings = turn.warnings;
     const keep = async (response: Response): Promise<void> => {
       if (req.store === false) return;
       const rec: StoredResponse = { response: response as unknown as Record<string, unknown>, inputItems: inputItemsOf(input), history: nextHistory(previous, input, response.output) };
       // a native upstream names its own responses: the client continues from the id it was given
-      const id = typeof response.id === 'string' && response.id !== '' ? response.id : ctx.id;
+      const id = typeof response.id === 'string' && response.id !== '' ? response.id : turn.ctx.id;
       let why: string;
       try {
         const r = await storeOf(deps).put(who, id, rec);
@@ -161,14 +152,11 @@ export function createResponseHandler(deps: GenerationDeps) {
       }
       deps.logger.warn('response not stored', withTrace({ request_id: x.requestId, reason: why }, x.trace));
     };
-    const warnings: string[] = [];
-    const nativeInput = refs.length > 0 ? expandReferences(req.input, (id) => nativeItem(byId.get(id))) : req.input;
-    const ing = ingressRequest(req, ctx, history, { input, nativeInput, byId }, warnings);
     const info = requestFacts(x);
     // a stored response is a new object per request: served from the cache it would repeat an id
     if (req.store !== false) info.cacheControl = { noCache: true, noStore: true };
     if (req.stream === true) {
-      const s = await deps.operations.ingressStream(ing, info);
+      const s = await deps.operations.ingressStream(responsesProtocol, turn, info);
       // the commit point is behind us: what the translation dropped so far is known
       markRouted(x, s);
       noteWarnings(x, warnings, true);
@@ -178,10 +166,10 @@ export function createResponseHandler(deps: GenerationDeps) {
       sendStream(deps, x, s, { source: req.store === false ? events : keepingFinal(events, keep), framing: RESPONSES_FRAMING, warnings });
       return;
     }
-    const r = await deps.operations.ingress(ing, info);
+    const r = await deps.operations.ingress(responsesProtocol, turn, info);
     if (req.previous_response_id) r.result = echoPreviousId(r.result, req.previous_response_id);
     markRouted(x, r);
-    markUsage(x, usageOf(r.result));
+    markUsage(x, responsesProtocol.usageOf(r.result));
     noteWarnings(x, warnings, true);
     await keep(r.result as unknown as Response);
     sendJson(x, 200, r.result, deps.config.server.send_timeout_ms);
@@ -189,61 +177,17 @@ export function createResponseHandler(deps: GenerationDeps) {
 }
 
 /**
- * The request as the gateway runs it (gateway/ingress.ts). A native backend gets the client's
- * body with `previous_response_id` expanded from the gateway's own store (the conversation's items
- * ahead of this input) and each `item_reference` replaced by its stored item (`refs.nativeInput`), so a
- * conversation continues on any target and the upstream never needs the gateway's ids; a
- * translating one gets the canonical chat request, references resolved through `refs.byId`. What
- * a translation drops is added to `warnings`.
+ * What a native backend gets: the client's body with `previous_response_id` expanded from the
+ * gateway's own store (the conversation's items ahead of this input) and each `item_reference`
+ * replaced by its stored item (`nativeInput`), so a conversation continues on any target and the
+ * upstream never needs the gateway's ids.
  */
-function ingressRequest(
-  req: ResponsesRequest,
-  ctx: ResponseContext,
-  history: readonly InputItem[],
-  refs: { input: ResponsesRequest['input']; nativeInput: ResponsesRequest['input']; byId: ReadonlyMap<string, InputItem> },
-  warnings: string[],
-): IngressRequest {
-  let nativeBody = req as unknown as IngressRequest['body'];
-  if (req.previous_response_id || refs.nativeInput !== req.input) {
-    const input = typeof refs.nativeInput === 'string' ? [{ type: 'message', role: 'user', content: refs.nativeInput }] : (refs.nativeInput ?? []);
-    const expanded: Record<string, unknown> = { ...req, input: [...history, ...input] };
-    delete expanded.previous_response_id;
-    nativeBody = expanded as IngressRequest['body'];
-  }
-  const byId = refs.byId;
-  const maxOut = typeof req.max_output_tokens === 'number' ? req.max_output_tokens : undefined;
-  return {
-    op: 'responses',
-    body: nativeBody,
-    chat: () => {
-      const t = toChat(req, { history, resolveItem: (id) => byId.get(id) });
-      ctx.names = t.names;
-      warnings.push(...t.warnings);
-      return t.chat;
-    },
-    fromChat: (completion) => fromChat(completion, ctx) as unknown as JsonObject,
-    translator: () => new StreamFromChat(ctx),
-    usageOf: (answer) => usageOf(answer),
-    prompt: responsesPrompt(req, history, refs.input),
-    maxOutputTokens: maxOut,
-  };
-}
-
-/** The texts of a request's instructions and input (and the stored conversation), for the token reservation. */
-function responsesPrompt(req: ResponsesRequest, history: readonly InputItem[], input: ResponsesRequest['input']): IngressRequest['prompt'] {
-  const texts: string[] = [];
-  if (typeof req.instructions === 'string') texts.push(req.instructions);
-  const walk = (v: unknown): void => {
-    if (typeof v === 'string') texts.push(v);
-    else if (Array.isArray(v)) for (const e of v) walk(e);
-    else if (typeof v === 'object' && v !== null) {
-      const o = v as Record<string, unknown>;
-      for (const k of ['text', 'content', 'arguments', 'output', 'input']) if (k in o) walk(o[k]);
-    }
-  };
-  walk(history);
-  walk(input);
-  return { texts, fixed: 3 * (history.length + (Array.isArray(input) ? input.length : 1)) };
+function nativeBody(req: ResponsesRequest, history: readonly InputItem[], nativeInput: ResponsesRequest['input']): ClientBody {
+  if (!req.previous_response_id && nativeInput === req.input) return req as unknown as ClientBody;
+  const input = typeof nativeInput === 'string' ? [{ type: 'message', role: 'user', content: nativeInput }] : (nativeInput ?? []);
+  const expanded: Record<string, unknown> = { ...req, input: [...history, ...input] };
+  delete expanded.previous_response_id;
+  return expanded as ClientBody;
 }
 
 /**

@@ -39,3 +39,4 @@ export {
   type AnthropicErrorResponse,
   type AnthropicErrorType,
 } from './errors.ts';
+export { messagesProtocol, messagesTurn, toChatOptionsFor, type MessagesTurn } from './adapter.ts';

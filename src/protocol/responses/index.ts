@@ -39,3 +39,4 @@ export {
   type TokenUsage,
 } from './usage.ts';
 export type { Response, ResponseStreamEvent, ResponseOutputItem, ResponseUsage, ResponseInputItem } from './types.ts';
+export { responsesProtocol, responsesTurn, type ResponsesConversation, type ResponsesTurn } from './adapter.ts';
