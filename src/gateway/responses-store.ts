@@ -3,7 +3,7 @@
  * `GET /v1/responses/{id}`, `GET /v1/responses/{id}/input_items` and `DELETE /v1/responses/{id}`
  * read. Kept in the StateStore as blobs, so on Redis any replica answers for any other.
  *
- * API (for the HTTP route):
+ * API (for the conversations, gateway/conversations.ts, and the stored-responses routes):
  *   new ResponsesStore(stateStore, { ttlSeconds, maxEntryBytes, maxTotalBytes })
  *   put(owner, id, rec)    → { stored: true, bytes } | { stored: false, reason: 'too_large' | 'unavailable', bytes }
  *                            (log a warning when not stored; the client's answer is unaffected)
