@@ -35,6 +35,7 @@ import {
 } from './from-chat.ts';
 
 import { EventPart, type PartUsage } from '../stream-part.ts';
+import type { StreamTranslator } from '../client-protocol.ts';
 import { isContentEvent } from './usage.ts';
 import { ThinkingSigner } from './signature.ts';
 
@@ -293,7 +294,7 @@ export function printEvent(ev: MessagesStreamEvent): string {
  * once; an ordinary token's text_delta written from the chunk's escaped content (text()) without
  * an object. `onFinish` runs after the closing events are made (the route reads the warnings).
  */
-export class StreamFromChat {
+export class StreamFromChat implements StreamTranslator {
   constructor(
     private readonly conv: EventsFromChat,
     private readonly onFinish?: () => void,

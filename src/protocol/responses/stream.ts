@@ -31,6 +31,7 @@ import { inProgress, newId, responseShell, settle, shellRuns, statusOf, toRespon
 import { responsesName } from './names.ts';
 import type { Response, ResponseOutputItem, ResponseStreamEvent } from './types.ts';
 import { EventPart, type PartUsage } from '../stream-part.ts';
+import type { StreamTranslator } from '../client-protocol.ts';
 import { isContentEventType, TERMINAL_EVENTS } from './usage.ts';
 
 
@@ -121,7 +122,7 @@ type Open =
   | { kind: 'message'; index: number; id: string; parts: TextPart[]; open: boolean }
   | { kind: 'call'; index: number; id: string; chatIndex: number; custom: boolean; callId: string; name: string; args: string };
 
-export class StreamFromChat {
+export class StreamFromChat implements StreamTranslator {
   private seq = 0;
   private readonly output: ResponseOutputItem[] = [];
   private readonly printer: ResponsePrinter;
