@@ -45,7 +45,10 @@ if (explicit.length === 0) {
     process.exit(lint.status ?? 1);
   }
 }
-const r = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-reporter=spec', '--test-timeout=60000', ...flags, ...files], {
+// Two test files at a time: most wait on sockets and child processes, and Node 20's default (one
+// fewer than the cores) runs them one by one on a 2-core machine. A --test-concurrency given wins.
+const concurrency = flags.some((f) => f.startsWith('--test-concurrency')) ? [] : ['--test-concurrency=2'];
+const r = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-reporter=spec', '--test-timeout=60000', ...concurrency, ...flags, ...files], {
   stdio: 'inherit',
 });
 process.exit(r.status ?? 1);
