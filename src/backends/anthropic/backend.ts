@@ -16,7 +16,7 @@
  */
 import type Anthropic from '@anthropic-ai/sdk';
 import type { MessageCreateParamsNonStreaming, MessageCreateParamsStreaming } from '@anthropic-ai/sdk/resources/messages';
-import { Agent, fetch as undiciFetch } from 'undici';
+import { fetch as undiciFetch, type Agent } from 'undici';
 import { DEFAULT_ANTHROPIC_VERSION, DEFAULT_MAX_RESPONSE_BYTES, type AnthropicBackendConfig } from '../../config/schema.ts';
 import { GatewayError } from '../../errors/gateway-error.ts';
 import type { ChatCompletion, ChatCompletionChunk, ChatRequest } from '../../protocol/chat/schema.ts';
@@ -24,6 +24,7 @@ import { ChunkPart, type EventPart } from '../../protocol/stream-part.ts';
 import { withTrace, type Logger } from '../../telemetry/logger.ts';
 import { fromAnthropicStatus } from './errors.ts';
 import { NativeMessages } from './native.ts';
+import { upstreamAgent } from '../upstream/client.ts';
 import { anthropicMessageSchema, streamError, toChatCompletion } from './response.ts';
 import { toChatChunks } from './stream.ts';
 import { toAnthropicRequest, type AnthropicRequest } from './translate.ts';
@@ -61,14 +62,7 @@ export class AnthropicBackend implements BaseLLM {
     private readonly cfg: AnthropicBackendConfig,
     private readonly logger?: Logger,
   ) {
-    this.dispatcher = new Agent({
-      connections: cfg.max_connections,
-      keepAliveTimeout: 30_000,
-      keepAliveMaxTimeout: 600_000,
-      // The router enforces its own deadlines; undici's defaults (300 s) would be a second, hidden one.
-      headersTimeout: 0,
-      bodyTimeout: 0,
-    });
+    this.dispatcher = upstreamAgent(cfg.max_connections);
     const extra = cfg.headers ?? {};
     const versionHeader = Object.entries(extra).find(([k]) => k.toLowerCase() === 'anthropic-version')?.[1];
     this.version = versionHeader ?? cfg.anthropic_version ?? DEFAULT_ANTHROPIC_VERSION;

@@ -23,6 +23,7 @@
  * ends a stream; `data: {"error":…}` raises the backend's mid-stream error; servers with other
  * error framings plug in an `SseFraming`.
  */
+import { Agent } from 'undici';
 import { bodyPool } from './body-pool.ts';
 import { JsonCall, type UpstreamCall } from './call.ts';
 import { StreamCall } from './stream-call.ts';
@@ -31,6 +32,15 @@ import type { CallOptions, UpstreamClientOptions } from './types.ts';
 import type { ChunkPart, EventPart } from '../../protocol/stream-part.ts';
 import type { EventDecoder } from './sse-reader.ts';
 import type { CallTrace } from '../contract.ts';
+
+/**
+ * The pooled keep-alive dispatcher of one backend's upstream: at most `connections` sockets. Its
+ * header and body timeouts are off: the router enforces its own deadlines, and undici's defaults
+ * (300 s) would be a second, hidden one.
+ */
+export function upstreamAgent(connections: number | undefined): Agent {
+  return new Agent({ connections, keepAliveTimeout: 30_000, keepAliveMaxTimeout: 600_000, headersTimeout: 0, bodyTimeout: 0 });
+}
 
 /** One backend's calls to its upstream (its base URL, static headers and pooled dispatcher). */
 export class UpstreamClient {

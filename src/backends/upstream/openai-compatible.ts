@@ -8,7 +8,7 @@
  * upstream as the client sent them (vendor extras included), with only `model` replaced by the
  * router.
  */
-import { Agent } from 'undici';
+import type { Agent } from 'undici';
 import type { OpenAIBackendConfig } from '../../config/schema.ts';
 import type { GatewayError } from '../../errors/gateway-error.ts';
 import type { ChatCompletion, ChatCompletionChunk, ChatRequest } from '../../protocol/chat/schema.ts';
@@ -17,7 +17,7 @@ import type { ChunkPart } from '../../protocol/stream-part.ts';
 import { inputCount, type Embedding, type EmbeddingAnswer, type EmbeddingRequest, type EmbeddingResponse } from '../../protocol/embeddings/schema.ts';
 import type { BackendHealth, BaseLLM, CallContext, Capabilities } from '../contract.ts';
 import { sniffEmbeddings } from './embeddings-passthrough.ts';
-import { UpstreamClient, parseJsonOnce } from './client.ts';
+import { UpstreamClient, parseJsonOnce, upstreamAgent } from './client.ts';
 import type { CallOptions, SseFraming, StatusErrorInfo } from './types.ts';
 import { streamErrorEvent } from './sse-reader.ts';
 import { fromUpstreamStatus, upstreamMalformed } from '../../errors/upstream.ts';
@@ -39,14 +39,7 @@ export class OpenAICompatibleBackend implements BaseLLM {
     cfg: OpenAIBackendConfig,
     options: OpenAICompatibleOptions = {},
   ) {
-    this.dispatcher = new Agent({
-      connections: cfg.max_connections,
-      keepAliveTimeout: 30_000,
-      keepAliveMaxTimeout: 600_000,
-      // The router enforces its own deadlines; undici's defaults (300 s) would be a second, hidden one.
-      headersTimeout: 0,
-      bodyTimeout: 0,
-    });
+    this.dispatcher = upstreamAgent(cfg.max_connections);
     this.secrets = [cfg.api_key ?? '', ...Object.values(cfg.headers ?? {})].filter((s) => s.length >= 8);
     const headers: Record<string, string> = { 'content-type': 'application/json', 'user-agent': 'switchyard' };
     if (cfg.api_key) headers.authorization = `Bearer ${cfg.api_key}`;
